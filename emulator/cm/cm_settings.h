@@ -1,0 +1,51 @@
+// Connection-setup policy: what this end asks for in MPA startup and what it
+// accepts.  Defaults interoperate with Linux siw and hardware RNICs
+// (DESIGN.md "Wire defaults"; CHECKLIST decisions 1, 5, 6, 8, 9).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace iwemu::cm {
+
+// How the Initiator asks for a ready-to-receive signal.
+enum class PeerToPeerMode : uint8_t {
+    off,      // client/server: RFC 6581 A=0 (or plain Rev 1)
+    rfc6581,  // RFC 6581 A=1 with B/C/D flags; the RTR is the Initiator's first FPDU (QP's job)
+    seed002,  // 2007 proposal: Rev 1, S=1, a 20-octet Rtr startup frame (iwemu peers only, P2P-025)
+};
+
+// RTR message types this end can send (Initiator) or absorb (Responder).
+struct RtrTypes {
+    bool zero_length_send = false;  // B: off by default (siw never offers or accepts it)
+    bool zero_length_write = true;  // C
+    bool zero_length_read = true;   // D
+
+    bool any() const { return zero_length_send || zero_length_write || zero_length_read; }
+};
+
+struct CmSettings {
+    // Rev sent as Initiator (2 = RFC 6581 enhanced, 1 = RFC 5044); as Responder
+    // the highest revision accepted (a Rev 2 Request to a Rev-1-only responder
+    // is closed, RFC 6581 §10).
+    uint8_t mpa_revision = 2;
+    // C bit we send.  false only when an administrator asked for no CRC
+    // (RFC 5044 §4.4); a peer's C=1 is always honoured (CRC both ways).
+    bool crc = true;
+    // M bit we send: markers wanted in what the peer sends (off: siw refuses M=1).
+    bool markers = false;
+    PeerToPeerMode peer_to_peer = PeerToPeerMode::rfc6581;
+    RtrTypes rtr;
+    // Whole startup exchange (TCP connect, Request, Reply, seed-002 Rtr frame)
+    // must finish within this time (RFC 5044 §7.1.2 rules 8, 10; siw uses 5 s / 10 s).
+    std::chrono::milliseconds mpa_timeout{5000};
+    // Connections a listener keeps in startup (TCP accepted, Request not yet
+    // answered by the ULP).  At the cap the listener stops accepting (the
+    // kernel backlog holds further SYNs) until one finishes.
+    unsigned max_half_open_per_listener = 64;
+    // Device limits for RFC 6581 §9.1 IRD/ORD adjustment.
+    uint16_t max_ird = 128;
+    uint16_t max_ord = 128;
+};
+
+}  // namespace iwemu::cm
