@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace iwemu::wire {
 
@@ -31,6 +32,10 @@ inline constexpr uint8_t llp_mpa = 0x0;
 
 // Error Code values, grouped by (layer, etype).
 namespace ecode {
+// RDMAP, Local Catastrophic Error: any code; iwemu sends 0x00.
+inline constexpr uint8_t rdmap_local_catastrophic_error = 0x00;
+// DDP, Local Catastrophic Error: code 0x00 (RFC 5041 §7.2).
+inline constexpr uint8_t ddp_local_catastrophic_error = 0x00;
 // RDMAP, Remote Protection Error (RFC 5040 §4.8)
 inline constexpr uint8_t rdmap_invalid_stag = 0x00;
 inline constexpr uint8_t rdmap_base_or_bounds_violation = 0x01;
@@ -44,6 +49,8 @@ inline constexpr uint8_t rdmap_invalid_rdmap_version = 0x05;
 inline constexpr uint8_t rdmap_unexpected_opcode = 0x06;
 inline constexpr uint8_t rdmap_catastrophic_localized = 0x07;
 inline constexpr uint8_t rdmap_catastrophic_global = 0x08;
+// (0x09 "STag cannot be Invalidated" and 0xFF "Unspecified Error" exist for
+// this EType too, with the same values as under Remote Protection.)
 // DDP, Tagged Buffer Error (RFC 5041 §7.2)
 inline constexpr uint8_t ddp_tagged_invalid_stag = 0x00;
 inline constexpr uint8_t ddp_tagged_base_or_bounds_violation = 0x01;
@@ -75,5 +82,16 @@ struct TerminateCode {
 
     constexpr bool operator==(const TerminateCode&) const = default;
 };
+
+// True when (layer, etype, code) is an entry of the RFC 6580 §3 registries
+// (Local Catastrophic and the DDP EType reserved for the LLP accept any code).
+bool terminate_code_defined(TerminateCode code);
+
+// "Layer/EType/Error Code" in words, e.g. "DDP/Tagged Buffer/Base or bounds
+// violation", "LLP/MPA/CRC error".  Unregistered codes keep the known parts:
+// "RDMAP/Remote Operation/undefined code".  Static storage, never fails.
+std::string_view terminate_code_name(TerminateCode code);
+std::string_view terminate_layer_name(TerminateLayer layer);
+std::string_view terminate_etype_name(TerminateLayer layer, uint8_t etype);
 
 }  // namespace iwemu::wire

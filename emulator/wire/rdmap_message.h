@@ -1,0 +1,51 @@
+// One RDMAP message segment as carried in a DDP segment (RFC 5040 §4,
+// RFC 5041 §4), and the receive-side checks that need no connection state.
+//
+// Stateful checks (STag lookup, MSN window, receive buffers, IRD) belong to
+// the RX engine; this file answers "is this header well formed for RDMAP",
+// with the Terminate code to send when it is not.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "emulator/wire/ddp_header.h"
+#include "emulator/wire/rdmap_opcode.h"
+#include "emulator/wire/terminate_codes.h"
+
+namespace iwemu::wire {
+
+struct RdmapSegment {
+    DdpHeader ddp;
+    RdmapControl rdmap;              // decoded from ddp.rsvdulp0
+    std::span<const uint8_t> body;   // everything after the DDP header (RDMAP header + payload)
+};
+
+// nullopt when the ULPDU is shorter than its DDP header.
+std::optional<RdmapSegment> decode_rdmap_segment(std::span<const uint8_t> ulpdu);
+
+// Receive options that change what is legal.
+struct RdmapRxOptions {
+    bool rfc7306 = false;  // accept Immediate Data / Atomic opcodes 0x8-0xB (decision 10)
+};
+
+// Checks, first failure wins, in the order Linux siw applies them
+// (siw_get_hdr, siw_send_check_ntoh) so both peers report the same code:
+//  1. DV ≠ 1 → DDP 1/1/04 (tagged) or 1/2/06 (untagged)     RFC 5041 §7.2
+//  2. RV ≠ 1 → RDMAP 0/2/05 Invalid RDMAP version             RFC 5040 §7.2
+//  3. opcode unassigned (0xC-0xF), or 0x8-0xB with RFC 7306 off
+//            → RDMAP 0/2/06 Unexpected OpCode                 RFC 5040 §7.2, RFC 7306 §1.1
+//  4. T bit not the opcode's buffer model → 0/2/06            RFC 5040 §4.1 Fig. 4
+//  5. untagged QN not the opcode's queue → DDP 1/2/01 Invalid QN
+//                                                            RFC 5040 §3.1, RFC 5041 §7.2
+//  6. ULPDU length wrong for the opcode: a fixed-size message (Read Request,
+//     Immediate Data, Atomic Request/Response) not exactly its size, or a
+//     Terminate shorter than 22 → RDMAP 0/2/FF Unspecified Error (the RFCs
+//     name no code: CHECKLIST decision 7, EXT-002).
+// ulpdu_length = the MPA ULPDU_Length of this segment.
+std::optional<TerminateCode> validate_rdmap_segment(const DdpHeader& ddp, size_t ulpdu_length,
+                                                    RdmapRxOptions options = {});
+
+}  // namespace iwemu::wire
