@@ -12,26 +12,20 @@
 #include <optional>
 #include <span>
 
+#include "emulator/wire/fpdu.h"  // ddp_*_header_size, ddp_version, ddp_header_size(): shared with the MPA receiver
 #include "emulator/wire/terminate_codes.h"
 
 namespace iwemu::wire {
 
-// RFC 5041 §4.1 control field masks (octet 0 of the ULPDU).
-inline constexpr uint8_t ddp_control_tagged = 0x80;  // T
-inline constexpr uint8_t ddp_control_last = 0x40;    // L
-inline constexpr uint8_t ddp_control_rsvd = 0x3C;    // Rsvd, sent 0, not checked
-inline constexpr uint8_t ddp_control_dv = 0x03;      // DDP Version
-
-inline constexpr uint8_t ddp_version = 1;  // RFC 5041 §4.1: DV = 01b
-
-inline constexpr size_t ddp_tagged_header_size = 14;    // RFC 5041 §4.2
-inline constexpr size_t ddp_untagged_header_size = 18;  // RFC 5041 §4.3
-
-// Header size implied by the first ULPDU octet (its T bit).
-constexpr size_t ddp_header_size(uint8_t control_octet)
-{
-    return (control_octet & ddp_control_tagged) ? ddp_tagged_header_size : ddp_untagged_header_size;
-}
+// RFC 5041 §4.1 control field masks (octet 0 of the ULPDU).  The header
+// sizes (§4.2: 14, §4.3: 18), DV = 1 and ddp_header_size(control octet) are
+// declared in fpdu.h, where the MPA receiver needs them to find the header.
+inline constexpr uint8_t ddp_control_tagged = ddp_control_t;  // T
+inline constexpr uint8_t ddp_control_last = 0x40;             // L
+inline constexpr uint8_t ddp_control_rsvd = 0x3C;             // Rsvd, sent 0, not checked
+inline constexpr uint8_t ddp_control_dv = ddp_control_dv_mask;  // DDP Version
+static_assert(ddp_control_tagged == 0x80 && ddp_control_dv == 0x03 && ddp_version == 1);
+static_assert(ddp_tagged_header_size == 14 && ddp_untagged_header_size == 18);
 
 // RFC 5041 §4.1: the decoded control octet.
 struct DdpControl {
