@@ -1,0 +1,47 @@
+// Emulator settings: built-in defaults, then an optional config file, then
+// IWEMU_* environment variables (the environment wins).  Documented in
+// docs/configuration.md.  Read once, when the emulator instance is created.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "emulator/connection_params.h"
+
+namespace iwemu {
+
+enum class LogLevel : uint8_t { error = 0, warn = 1, info = 2, debug = 3 };
+
+struct Config {
+    // MPA (RFC 5044 / 6581): what our Request/Reply asks for.
+    bool crc = true;                 // IWEMU_CRC: C bit (RFC default 1); 0 only by explicit choice
+    bool markers = false;            // IWEMU_MARKERS: M bit (ask the peer to send markers)
+    uint8_t mpa_revision = 2;        // IWEMU_MPA_REV: 1 or 2
+    bool peer_to_peer = true;        // IWEMU_P2P: RFC 6581 A bit
+    std::string rtr_types = "write,read";  // IWEMU_RTR: offered RTR types, in preference order (write,read,send)
+    bool seed_rtr_frame = false;     // IWEMU_SEED_RTR: seed-002 Rtr-frame mode (iwemu peers only)
+    uint32_t mpa_timeout_ms = 10000; // IWEMU_MPA_TIMEOUT_MS: startup / RTR wait
+    uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
+    uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
+    // Engine
+    bool busy_poll = false;          // IWEMU_BUSY_POLL: engine thread spins instead of sleeping
+    uint32_t busy_poll_us = 50;      // IWEMU_BUSY_POLL_US: spin budget before sleeping in epoll
+    bool rx_progress_on_poll = true; // IWEMU_POLL_PROGRESS: poll_cq also runs the receive path
+    LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
+    std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
+
+    // Parse "key = value" (keys as in the file, e.g. "crc", "mpa_rev").
+    // Returns false and sets error on an unknown key or a bad value.
+    bool set(std::string_view key, std::string_view value, std::string* error);
+};
+
+// Defaults ← IWEMU_CONFIG file (or ~/.config/iwemu.conf if it exists) ← IWEMU_* env.
+// Bad entries are reported on stderr and ignored (a typo never kills the app).
+Config load_config();
+
+// Parse a config file's text into cfg; returns the number of errors (each
+// reported through `report`, one line per problem).
+int parse_config_text(std::string_view text, Config& cfg, std::string* report);
+
+}  // namespace iwemu

@@ -1,0 +1,72 @@
+// Completion Queue: a preallocated ring of Completions, overflow detection
+// (async CQ error, RFC 5040 §8.1.1: a CQ overflow never touches other CQs),
+// notification arming (next / solicited) and a completion-channel hook.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "emulator/verbs_types.h"
+
+namespace iwemu {
+
+class Emulator;
+
+class CompletionQueue {
+public:
+    CompletionQueue(Emulator& emu, uint32_t capacity);
+    CompletionQueue(const CompletionQueue&) = delete;
+    CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+    // ibv_poll_cq: up to `max` completions, oldest first; returns the count,
+    // or -EIO... never: an overflowed CQ still returns what it holds.  When
+    // the CQ is empty it first drives the receive path of its QPs (so a
+    // polling application needs no thread hand-off).
+    int poll(Completion* out, int max);
+
+    // ibv_req_notify_cq: arm for the next completion (any), or for the next
+    // solicited / error completion.  The handler then runs once.
+    int req_notify(bool solicited_only);
+
+    // Called (from an emulator thread or the completing thread, no emulator
+    // lock held) when an armed CQ receives a matching completion.  The shim
+    // or provider writes its completion channel from here.
+    void set_event_handler(std::function<void()> handler);
+
+    uint32_t capacity() const { return capacity_; }
+    uint32_t size() const;
+    bool overflowed() const;
+
+    void* user_context = nullptr;  // free for the provider / shim
+
+    // -- emulator internals ------------------------------------------------
+    // Append one completion.  `solicited` marks a receive of a Send with SE.
+    // Returns false when the CQ overflowed (the completion is lost, the CQ
+    // and its QPs are reported with CQ_ERR once).
+    bool push(const Completion& c, bool solicited);
+    void attach_qp(QueuePair* qp);
+    void detach_qp(QueuePair* qp);
+    uint32_t attached_qps() const;
+
+private:
+    enum class Arm : uint8_t { none, next, solicited };
+
+    Emulator& emu_;
+    const uint32_t capacity_;
+    mutable std::mutex lock_;
+    std::vector<Completion> ring_;
+    uint32_t head_ = 0;   // oldest
+    uint32_t count_ = 0;
+    Arm arm_ = Arm::none;
+    bool overflow_ = false;
+    std::function<void()> handler_;
+
+    // QPs whose receive path poll() may drive (opportunistic progress).
+    mutable std::shared_mutex qps_lock_;
+    std::vector<QueuePair*> qps_;
+};
+
+}  // namespace iwemu

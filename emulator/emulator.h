@@ -1,0 +1,117 @@
+// The emulated RNIC: one instance per process, created on first use and torn
+// down at exit (engine thread joined, sockets closed, objects freed).
+//
+// This is the API the libibverbs provider (provider/) and the kernel shim
+// (kmod-shim/) call.  It is libibverbs-free but speaks ibv_* semantics and
+// numeric values (verbs_types.h): conversion in the provider is a cast.
+// Every call is thread-safe.  Errors are positive errno values, as the
+// kernel's uverbs/siw return them (EINVAL, ENOMEM, EBUSY, EOPNOTSUPP).
+//
+//   Emulator& e = Emulator::instance();
+//   ProtectionDomain* pd;  e.alloc_pd(&pd);
+//   MemoryRegion* mr;      e.reg_mr(pd, buf, len, (uint64_t)buf, access_local_write | access_remote_write, &mr);
+//   CompletionQueue* cq;   e.create_cq(256, &cq);   cq->set_event_handler(...);
+//   QpInitAttr ia{cq, cq, nullptr, {64, 64, 4, 4, 64}};
+//   QueuePair* qp;         e.create_qp(pd, ia, &qp);
+//   ... the CM calls qp->attach_connection(params) ...
+//   qp->post_send(&wr, 1, &bad);  cq->poll(wcs, 16);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "emulator/config.h"
+#include "emulator/cq.h"
+#include "emulator/device.h"
+#include "emulator/pd.h"
+#include "emulator/qp.h"
+#include "emulator/srq.h"
+#include "emulator/stag_table.h"
+#include "emulator/verbs_types.h"
+
+namespace iwemu {
+
+class Engine;
+
+class Emulator {
+public:
+    // The process-wide instance (thread-safe lazy construction).
+    static Emulator& instance();
+
+    // A private instance (tests: two endpoints in one process with different
+    // settings).  Normal users take instance().
+    explicit Emulator(const Config& config);
+    ~Emulator();
+    Emulator(const Emulator&) = delete;
+    Emulator& operator=(const Emulator&) = delete;
+
+    const Config& config() const { return config_; }
+    const DeviceAttributes& device_attributes() const { return device_; }
+    const PortAttributes& port_attributes() const { return port_; }
+    const DeviceIdentity& identity() const { return identity_; }
+    std::string device_name() const { return "iwemu0"; }
+
+    // Device-level async events (QP fatal / access error, CQ error, SRQ
+    // limit, ...).  Called with no emulator lock held.
+    void set_async_event_handler(std::function<void(const AsyncEvent&)> handler);
+
+    // ---- verbs objects (0 or positive errno) -------------------------------
+    int alloc_pd(ProtectionDomain** out);
+    int dealloc_pd(ProtectionDomain* pd);  // EBUSY while MRs/QPs/SRQs use it
+
+    // iova: Tagged Offset of addr (normally (uint64_t)addr; 0 with zero-based).
+    // EINVAL: length 0 or > max_mr_size, remote write without local write (IB rule).
+    int reg_mr(ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
+               MemoryRegion** out);
+    int dereg_mr(MemoryRegion* mr);
+
+    // cqe: requested size; the CQ holds at least that many (EINVAL if 0 or above max_cqe).
+    int create_cq(uint32_t cqe, CompletionQueue** out);
+    int destroy_cq(CompletionQueue* cq);  // EBUSY while a QP uses it
+
+    int create_srq(ProtectionDomain* pd, const SrqAttr& attr, SharedReceiveQueue** out);
+    int destroy_srq(SharedReceiveQueue* srq);
+
+    // attr.cap is updated with what was granted.  EINVAL: caps above the
+    // limits, missing CQs; the QP starts in RESET.
+    int create_qp(ProtectionDomain* pd, QpInitAttr& attr, QueuePair** out);
+    // Aborts the connection (RST) if any; never blocks on the peer.
+    int destroy_qp(QueuePair* qp);
+
+    // ---- internals for the data path and the engine -----------------------
+    StagTable& stags() { return stags_; }
+    std::shared_ptr<QueuePair> find_qp(uint32_t qp_num);
+    Engine& engine();   // started on first use
+    void post_async_event(const AsyncEvent& ev);
+    uint32_t live_qps() const;
+
+private:
+    void detect_identity();
+
+    Config config_;
+    DeviceAttributes device_;
+    PortAttributes port_;
+    DeviceIdentity identity_;
+    StagTable stags_;
+
+    std::mutex objects_lock_;
+    std::unordered_map<uint32_t, std::unique_ptr<ProtectionDomain>> pds_;
+    std::unordered_map<CompletionQueue*, std::unique_ptr<CompletionQueue>> cqs_;
+    std::unordered_map<SharedReceiveQueue*, std::unique_ptr<SharedReceiveQueue>> srqs_;
+    std::unordered_map<uint32_t, std::shared_ptr<QueuePair>> qps_;
+    uint32_t next_pd_ = 1;
+    uint32_t next_qpn_;
+
+    std::mutex async_lock_;
+    std::function<void(const AsyncEvent&)> async_handler_;
+
+    std::mutex engine_lock_;
+    std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace iwemu

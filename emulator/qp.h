@@ -1,0 +1,306 @@
+// RC Queue Pair: send/receive queues, the verbs state machine, and the
+// RDMAP/DDP data path of one iWARP stream (TX in tx_engine.cpp, RX in
+// rx_engine.cpp, connection hand-off and teardown in qp.cpp).
+//
+// Public part: what the provider and the kmod shim call (ibv_* semantics,
+// positive errno returns).  Connection part: what the CM calls.  The rest is
+// the engine's.
+//
+// Locking (in this order, never the reverse):
+//   rx_lock_  one receiver at a time (engine thread or a polling thread)
+//   sq_lock_  send queue, TX progress, IRD/ORD queues, state changes
+//   rq_lock_  receive ring (post_recv vs. the receiver taking a WQE)
+//   CQ lock   (inside CompletionQueue::push)
+// Callbacks (connection events, async events, CQ handlers) run with none held.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <vector>
+
+#include "emulator/connection_params.h"
+#include "emulator/qp_state.h"
+#include "emulator/recv_queue.h"
+#include "emulator/stag_table.h"
+#include "emulator/verbs_types.h"
+#include "emulator/wire/fpdu.h"
+#include "emulator/wire/fpdu_receiver.h"
+#include "emulator/wire/ddp_header.h"
+#include "emulator/wire/terminate_message.h"
+#include "emulator/wire/terminate_codes.h"
+
+namespace iwemu {
+
+class Emulator;
+
+// Per-QP counters (debugging, tests, the benchmark).
+struct QpCounters {
+    std::atomic<uint64_t> tx_fpdus{0};
+    std::atomic<uint64_t> tx_bytes{0};
+    std::atomic<uint64_t> rx_fpdus{0};
+    std::atomic<uint64_t> rx_bytes{0};
+    std::atomic<uint64_t> tx_syscalls{0};
+    std::atomic<uint64_t> rx_syscalls{0};
+    std::atomic<uint64_t> rx_copied_bytes{0};  // payload octets that went through the staging buffer
+};
+
+// What the last Terminate (sent or received) said: tests and diagnostics.
+struct TerminateRecord {
+    bool valid = false;
+    wire::TerminateCode code{wire::TerminateLayer::rdmap, 0, 0};
+    bool had_ddp_header = false;
+    bool had_rdma_header = false;
+};
+
+class QueuePair {
+public:
+    QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const QpInitAttr& attr);
+    ~QueuePair();
+    QueuePair(const QueuePair&) = delete;
+    QueuePair& operator=(const QueuePair&) = delete;
+
+    // ---- verbs ------------------------------------------------------------
+    uint32_t qp_num() const { return qp_num_; }
+    ProtectionDomain* pd() const { return pd_; }
+    QpState state() const { return state_.load(std::memory_order_acquire); }
+    const QpInitAttr& init_attr() const { return init_; }
+
+    // ibv_modify_qp.  EINVAL: illegal transition / cur_state mismatch / ORD or
+    // IRD above the device limit; EOPNOTSUPP: attributes an iWARP RC QP
+    // cannot take (alternate path, path migration).
+    int modify(const QpAttr& attr, uint32_t mask);
+    int query(QpAttr* attr, QpInitAttr* init) const;
+
+    // ibv_post_send / ibv_post_recv.  Return 0 or a positive errno and the
+    // index of the first WR not posted in *bad:
+    //   EINVAL  too many SGEs, inline too long, bad opcode flags
+    //   ENOMEM  queue full (as siw)
+    //   EOPNOTSUPP  atomics, *_with_imm, bind_mw (RFC 7306 off)
+    //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS)
+    // In ERR every WR completes at once with wr_flush_err.  Never allocates.
+    int post_send(const SendWr* wrs, size_t n, size_t* bad);
+    int post_recv(const RecvWr* wrs, size_t n, size_t* bad);
+
+    void* user_context = nullptr;  // free for the provider / shim
+
+    // ---- connection (CM side; thread-safe) ---------------------------------
+    // Take over a connected, non-blocking TCP socket at the first FPDU octet
+    // and go to RTS.  Initiator with params.rtr != none sends the RTR first;
+    // Responder absorbs it and sends nothing before the Initiator's first
+    // FPDU (RFC 5044 §7.1.2 rule 4).  Returns 0 or a negative errno
+    // (-EINVAL bad params / QP state, -EISCONN already attached).
+    int attach_connection(const ConnectionParams& params);
+    // Graceful: finish what is queued, then FIN; QP to ERR when both sides
+    // closed (remaining WRs flushed).
+    void disconnect();
+    // Abortive: RST (SO_LINGER 0), everything flushed.
+    void abort();
+    void set_connection_event_handler(std::function<void(QpConnectionEvent)> handler);
+    bool connected() const { return fd_.load(std::memory_order_acquire) >= 0; }
+
+    // ---- diagnostics -------------------------------------------------------
+    const QpCounters& counters() const { return counters_; }
+    TerminateRecord last_terminate_sent() const;
+    TerminateRecord last_terminate_received() const;
+    uint32_t mulpdu() const { return mulpdu_; }
+
+    // ---- engine ------------------------------------------------------------
+    // Drive the receive path until the socket would block.  try_rx_progress
+    // returns at once when another thread is receiving.
+    void rx_progress();
+    void try_rx_progress();
+    // Drive the send path (EPOLLOUT).
+    void tx_progress();
+    // Detach from CQs/SRQ/engine and stop all processing (destroy_qp).
+    void shutdown_for_destroy();
+    int socket_fd() const { return fd_.load(std::memory_order_acquire); }
+
+private:
+    // ---------------- send side ----------------
+    enum class WqePhase : uint8_t { queued, sending, awaiting_response, done };
+    struct SendWqe {
+        uint64_t wr_id = 0;
+        WrOpcode opcode = WrOpcode::send;
+        uint32_t flags = 0;
+        uint32_t num_sge = 0;
+        Sge* sge = nullptr;          // slice of sq_sge_ (max_send_sge entries)
+        uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
+        uint64_t remote_addr = 0;
+        uint32_t rkey = 0;
+        uint32_t inv_rkey = 0;
+        uint64_t length = 0;
+        WqePhase phase = WqePhase::queued;
+        WcStatus status = WcStatus::success;
+        uint64_t placed = 0;         // Read: Read Response octets placed
+    };
+
+    // One inbound Read Request the responder's TX answers (RFC 5040 §5.2).
+    struct ReadResponseJob {
+        uint32_t sink_stag = 0;
+        uint64_t sink_to = 0;
+        uint32_t size = 0;
+        MemoryRegion* source = nullptr;  // pinned (StagTable::acquire) when size > 0
+        uint64_t source_to = 0;
+    };
+
+    // What the TX is in the middle of.
+    enum class TxMessage : uint8_t { none, sq, read_response, rtr, terminate };
+
+    struct TxSlot {
+        wire::FpduGather gather;
+        size_t wire_length = 0;
+        // action when this FPDU has fully left: complete the SQ WQE at sq index,
+        // retire the IRD head, or mark the Terminate as sent.
+        enum class Action : uint8_t { none, sq_sent, read_response_done, rtr_sent, terminate_sent } action =
+            Action::none;
+        uint64_t sq_index = 0;
+    };
+    static constexpr size_t tx_slots = 16;
+    static constexpr size_t tx_iov_capacity = 1024;
+    static constexpr size_t tx_batch_bytes = 512 * 1024;
+
+    // ---------------- receive side ----------------
+    enum class RxTarget : uint8_t { none, discard, user, control };
+    static constexpr size_t rx_staging_size = 64 * 1024;
+    static constexpr size_t rx_control_max = 128;  // RDMAP header octets we keep (Read Request, Terminate, ...)
+
+    // -- tx_engine.cpp
+    void tx_locked();                         // sq_lock_ held
+    bool tx_flush_batch_locked();             // false: would block or failed
+    bool tx_build_next_locked();              // false: nothing (more) to send now
+    bool tx_build_sq_segment_locked(SendWqe& w);
+    bool tx_build_read_response_segment_locked();
+    bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
+    void tx_retire_locked(TxSlot& slot);
+    void sq_complete_in_order_locked(std::vector<Completion>* deferred_unused = nullptr);
+    void set_epollout_locked(bool on);
+    bool local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status) const;
+    int payload_slices(const Sge* sge, uint32_t num_sge, uint64_t offset, uint32_t len,
+                       std::span<const uint8_t>* out, int max) const;
+
+    // -- rx_engine.cpp
+    void rx_locked();                         // rx_lock_ held
+    bool rx_on_segment_header();              // false: terminated
+    bool rx_on_segment_end();
+    void rx_fail(wire::TerminateCode code, bool with_rdma_header, AsyncEventType event,
+                 bool local_error_completion);
+    bool rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len);
+    bool rx_place_read_response(const wire::DdpHeader& h, uint32_t len);
+    bool rx_place_send(const wire::DdpHeader& h, uint32_t len);
+    void rx_handle_read_request();
+    void rx_handle_terminate();
+    void rx_connection_lost(int err);
+    void rx_release_target();
+
+    // -- qp.cpp
+    void flush_locked();                      // sq_lock_ held: complete everything with wr_flush_err
+    void flush_rq();
+    void enter_error(AsyncEventType* event_out);
+    void close_socket_locked(bool abortive);
+    void emit_connection_event(QpConnectionEvent ev);
+    void emit_async(AsyncEventType type);
+    void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
+                                std::optional<uint16_t> seg_len);
+    void complete(CompletionQueue* cq, const Completion& c, bool solicited);
+    void maybe_finish_close_locked();
+
+    Emulator& emu_;
+    const uint32_t qp_num_;
+    ProtectionDomain* const pd_;
+    QpInitAttr init_;
+    uint32_t access_flags_ = 0;
+    std::atomic<QpState> state_{QpState::reset};
+    std::function<void(QpConnectionEvent)> conn_handler_;
+    std::mutex handler_lock_;
+
+    // connection
+    std::atomic<int> fd_{-1};
+    ConnectionParams params_;
+    uint32_t mulpdu_ = wire::mpa_mulpdu_max;
+    uint16_t ord_ = 0;   // outbound Reads in flight allowed
+    uint16_t ird_ = 0;   // inbound Reads queued allowed
+    bool epollout_ = false;
+    bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
+    std::atomic<bool> rx_first_fpdu_seen_{false};
+    bool rtr_pending_tx_ = false;    // initiator: RTR still to send
+    bool rtr_expect_rx_ = false;     // responder: next FPDU is the RTR
+    bool rtr_read_response_expected_ = false;  // initiator sent a Read RTR
+    bool closing_ = false;           // disconnect() requested: FIN after the SQ drains
+    bool fin_sent_ = false;
+    bool peer_fin_ = false;
+    bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
+    bool destroyed_ = false;
+
+    mutable std::mutex sq_lock_;
+    std::vector<SendWqe> sq_;
+    std::vector<Sge> sq_sge_;
+    std::vector<uint8_t> sq_inline_;
+    uint32_t max_send_sge_ = 0;
+    uint32_t max_inline_ = 0;
+    uint64_t sq_head_ = 0;   // oldest not completed
+    uint64_t sq_tx_ = 0;     // next to start transmitting
+    uint64_t sq_tail_ = 0;   // next free
+    // ORQ: SQ indexes of Reads whose Request went out, oldest first.
+    std::array<uint64_t, 128> orq_{};
+    uint32_t orq_head_ = 0, orq_count_ = 0;
+    // IRQ: inbound Read Requests to answer, oldest first.
+    std::array<ReadResponseJob, 128> irq_{};
+    uint32_t irq_head_ = 0, irq_count_ = 0;
+    uint32_t tx_msn_[3] = {1, 1, 1};  // next MSN per QN (Send, Read Request, Terminate)
+
+    // TX message in progress + batch
+    TxMessage tx_msg_ = TxMessage::none;
+    uint64_t tx_offset_ = 0;          // payload octets of the current message already framed
+    std::array<TxSlot, tx_slots> slots_{};
+    size_t slot_first_ = 0, slot_count_ = 0;
+    std::array<iovec, tx_iov_capacity> iov_{};
+    size_t iov_first_ = 0, iov_count_ = 0;   // unsent part of the batch
+    size_t batch_bytes_ = 0;
+    size_t slot_sent_bytes_ = 0;      // octets of slots_[slot_first_] already written
+    uint32_t tx_stream_offset_ = 0;
+    bool terminate_pending_ = false;
+    bool terminate_sent_ = false;
+    std::array<uint8_t, wire::terminate_ulpdu_max_size + 8> terminate_ulpdu_{};
+    size_t terminate_len_ = 0;
+    std::array<uint8_t, 64> control_ulpdu_{};  // RTR
+    size_t control_len_ = 0;
+    TerminateRecord term_sent_, term_received_;
+
+    // receive queue
+    std::mutex rq_lock_;
+    RecvRing rq_;
+    SharedReceiveQueue* srq_ = nullptr;
+
+    // receive path (rx_lock_)
+    std::mutex rx_lock_;
+    wire::FpduReceiver rx_;
+    std::vector<uint8_t> rx_staging_;
+    size_t rx_pos_ = 0, rx_end_ = 0;
+    size_t rx_read_hint_ = 8192;
+    bool rx_dead_ = false;             // error seen: drain and drop, place nothing
+    uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN
+    RxTarget rx_target_ = RxTarget::none;
+    std::array<iovec, recv_wqe_max_sge + 1> rx_dest_{};  // placement target of this segment's payload
+    int rx_dest_count_ = 0;
+    std::array<uint8_t, wire::ddp_untagged_header_size + rx_control_max> rx_control_{};  // DDP hdr + RDMAP hdr
+    size_t rx_control_len_ = 0;
+    wire::DdpHeader rx_hdr_{};
+    uint8_t rx_opcode_ = 0;
+    // Untagged QN 0 message in progress
+    bool rx_send_active_ = false;
+    RecvWqe rx_wqe_{};
+    uint64_t rx_send_placed_ = 0;
+    MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
+
+    QpCounters counters_;
+    friend class Emulator;
+};
+
+}  // namespace iwemu
