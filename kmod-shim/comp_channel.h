@@ -1,0 +1,25 @@
+// Completion channels, the user-space stand-in for the kernel's
+// ib_uverbs_completion_event_file.  A channel is a SOCK_SEQPACKET socketpair:
+// the application gets the read end (one 8-byte ib_uverbs_comp_event_desc per
+// read(), real poll/epoll readiness, O_NONBLOCK honoured by the kernel) and
+// the shim keeps the write end.  The provider obtains its own duplicate of
+// the write end per CQ through iwemu_shim_comp_channel_sender(), so no state
+// is shared across the two libraries beyond that fd.
+#pragma once
+
+namespace iwemu::shim {
+
+// Creates a channel; returns the application's fd or -1 with errno set.
+int comp_channel_create();
+
+// The application closed the read end: drop our write end.
+void comp_channel_close(int fd);
+
+}  // namespace iwemu::shim
+
+extern "C" {
+// Returns a new fd (O_CLOEXEC) for posting events on the channel whose read
+// end is channel_fd, or -1 with errno EINVAL if channel_fd is not a channel.
+// Looked up by the provider with dlsym(RTLD_DEFAULT, ...).
+int iwemu_shim_comp_channel_sender(int channel_fd);
+}

@@ -1,0 +1,336 @@
+// libc entry points the shim interposes (LD_PRELOAD) to stand in for the
+// ib_uverbs and rdma_ucm kernel modules.  Each wrapper decides in O(1)
+// whether the call concerns iwemu (a /dev/infiniband path, an fd in the
+// fd table, a NETLINK_RDMA socket) and otherwise forwards to the next
+// definition (dlsym RTLD_NEXT) untouched.  No exception leaves this file.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+
+#include "kmod-shim/comp_channel.h"
+#include "kmod-shim/dev_nodes.h"
+#include "kmod-shim/fd_table.h"
+#include "kmod-shim/provider_loader.h"
+#include "kmod-shim/ucma_device.h"
+#include "kmod-shim/uverbs_commands.h"
+
+// The rdma_cm emulation is optional at link time (built only when
+// kmod-shim/ucma_device.cpp exists); without it rdma_cm answers ENODEV.
+namespace iwemu::shim {
+__attribute__((weak)) int ucma_open(int open_flags);
+__attribute__((weak)) bool ucma_owns(int fd);
+__attribute__((weak)) ssize_t ucma_write(int fd, const void* buf, size_t len);
+__attribute__((weak)) void ucma_close(int fd);
+}  // namespace iwemu::shim
+
+namespace {
+
+using namespace iwemu::shim;
+
+#ifndef NETLINK_RDMA
+#define NETLINK_RDMA 20
+#endif
+
+template <typename Fn>
+Fn next(Fn& slot, const char* name)
+{
+    // Benign race: every thread stores the same pointer.
+    Fn fn = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+        __atomic_store_n(&slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+#define REAL(name) next(real_##name, #name)
+#define DECLARE_REAL(name, ret, ...) ret (*real_##name)(__VA_ARGS__) = nullptr
+
+DECLARE_REAL(socket, int, int, int, int);
+DECLARE_REAL(open, int, const char*, int, ...);
+DECLARE_REAL(open64, int, const char*, int, ...);
+DECLARE_REAL(__open_2, int, const char*, int);
+DECLARE_REAL(__open64_2, int, const char*, int);
+DECLARE_REAL(openat, int, int, const char*, int, ...);
+DECLARE_REAL(openat64, int, int, const char*, int, ...);
+DECLARE_REAL(__openat_2, int, int, const char*, int);
+DECLARE_REAL(__openat64_2, int, int, const char*, int);
+DECLARE_REAL(stat, int, const char*, struct stat*);
+DECLARE_REAL(stat64, int, const char*, struct stat64*);
+DECLARE_REAL(lstat, int, const char*, struct stat*);
+DECLARE_REAL(lstat64, int, const char*, struct stat64*);
+DECLARE_REAL(fstat, int, int, struct stat*);
+DECLARE_REAL(fstat64, int, int, struct stat64*);
+DECLARE_REAL(fstatat, int, int, const char*, struct stat*, int);
+DECLARE_REAL(fstatat64, int, int, const char*, struct stat64*, int);
+DECLARE_REAL(__xstat, int, int, const char*, struct stat*);
+DECLARE_REAL(__lxstat, int, int, const char*, struct stat*);
+DECLARE_REAL(__fxstat, int, int, int, struct stat*);
+DECLARE_REAL(__fxstatat, int, int, int, const char*, struct stat*, int);
+DECLARE_REAL(access, int, const char*, int);
+DECLARE_REAL(faccessat, int, int, const char*, int, int);
+DECLARE_REAL(write, ssize_t, int, const void*, size_t);
+DECLARE_REAL(ioctl, int, int, unsigned long, ...);
+DECLARE_REAL(close, int, int);
+DECLARE_REAL(dup2, int, int, int);
+DECLARE_REAL(dup3, int, int, int, int);
+
+int fail(int err)
+{
+    errno = err;
+    return -1;
+}
+
+bool has_ucma() { return &ucma_open != nullptr; }
+
+// open()/openat() of a /dev/infiniband node; -2 means "not ours".
+int open_dev(const char* path, int flags)
+{
+    DevPath dev = classify_dev_path(path);
+    switch (dev.node) {
+    case DevNode::none:
+        return -2;
+    case DevNode::dir:
+        return fail(EISDIR);
+    case DevNode::uverbs: {
+        ensure_provider_loaded();
+        // A real character device on which every ioctl answers ENOTTY; the
+        // fd table makes write()/ioctl()/fstat() on it ours.
+        int fd = REAL(open)("/dev/null", O_RDWR | (flags & O_CLOEXEC));
+        if (fd < 0) return -1;
+        fd_table_set(fd, {FdKind::uverbs_cmd, static_cast<uint8_t>(dev.index)});
+        return fd;
+    }
+    case DevNode::rdma_cm: {
+        if (!has_ucma()) return fail(ENODEV);
+        int fd = ucma_open(flags);
+        if (fd >= 0) fd_table_set(fd, {FdKind::ucma, 0});
+        return fd;
+    }
+    }
+    return -2;
+}
+
+int stat_dev(const char* path, struct stat* st)
+{
+    DevPath dev = classify_dev_path(path);
+    if (dev.node == DevNode::none) return -2;
+    if (dev.node == DevNode::uverbs) ensure_provider_loaded();
+    if (dev.node == DevNode::rdma_cm && !has_ucma()) return fail(ENOENT);
+    fill_dev_stat(dev, st);
+    return 0;
+}
+
+// Rewrites the result of a real fstat() on an fd the shim owns.
+void fix_fstat(int fd, struct stat* st)
+{
+    FdEntry e = fd_table_get(fd);
+    if (e.kind == FdKind::uverbs_cmd)
+        fill_dev_stat({DevNode::uverbs, e.device}, st);
+    else if (e.kind == FdKind::ucma)
+        fill_dev_stat({DevNode::rdma_cm, 0}, st);
+}
+
+bool is_shim_fd(int fd) { return fd_table_get(fd).kind != FdKind::none; }
+
+// The kernel's release(): forget the fd before the number can be reused.
+void release_fd(int fd)
+{
+    FdEntry e = fd_table_get(fd);
+    switch (e.kind) {
+    case FdKind::none:
+        return;
+    case FdKind::uverbs_cmd:
+        fd_table_clear(fd);
+        return;
+    case FdKind::comp_channel:
+        comp_channel_close(fd);
+        return;
+    case FdKind::ucma:
+        fd_table_clear(fd);
+        if (has_ucma()) ucma_close(fd);
+        return;
+    }
+}
+
+int open_mode_arg(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, int) : 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int socket(int domain, int type, int protocol)
+{
+    if (domain == AF_NETLINK && protocol == NETLINK_RDMA) {
+        // Discovery is starting: register the provider first, then make
+        // libibverbs/librdmacm fall back to SYSFS_PATH even on kernels
+        // that have ib_core (kernel-surface.md §1.1 item 2, §6.2 item 1).
+        ensure_provider_loaded();
+        return fail(EPROTONOSUPPORT);
+    }
+    return REAL(socket)(domain, type, protocol);
+}
+
+#define OPEN_BODY(realname, ...)                      \
+    int r = open_dev(path, flags);                    \
+    if (r != -2) return r;                            \
+    return REAL(realname)(__VA_ARGS__)
+
+int open(const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = open_mode_arg(flags, ap);
+    va_end(ap);
+    OPEN_BODY(open, path, flags, mode);
+}
+
+int open64(const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = open_mode_arg(flags, ap);
+    va_end(ap);
+    OPEN_BODY(open64, path, flags, mode);
+}
+
+int __open_2(const char* path, int flags) { OPEN_BODY(__open_2, path, flags); }
+int __open64_2(const char* path, int flags) { OPEN_BODY(__open64_2, path, flags); }
+
+int openat(int dirfd, const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = open_mode_arg(flags, ap);
+    va_end(ap);
+    OPEN_BODY(openat, dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char* path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = open_mode_arg(flags, ap);
+    va_end(ap);
+    OPEN_BODY(openat64, dirfd, path, flags, mode);
+}
+
+int __openat_2(int dirfd, const char* path, int flags) { OPEN_BODY(__openat_2, dirfd, path, flags); }
+int __openat64_2(int dirfd, const char* path, int flags) { OPEN_BODY(__openat64_2, dirfd, path, flags); }
+
+#define STAT_BODY(realname, st, ...)                              \
+    int r = stat_dev(path, reinterpret_cast<struct stat*>(st));  \
+    if (r != -2) return r;                                        \
+    return REAL(realname)(__VA_ARGS__)
+
+int stat(const char* path, struct stat* st) { STAT_BODY(stat, st, path, st); }
+int stat64(const char* path, struct stat64* st) { STAT_BODY(stat64, st, path, st); }
+int lstat(const char* path, struct stat* st) { STAT_BODY(lstat, st, path, st); }
+int lstat64(const char* path, struct stat64* st) { STAT_BODY(lstat64, st, path, st); }
+int fstatat(int dirfd, const char* path, struct stat* st, int flags)
+{
+    if (path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+        int r = REAL(fstatat)(dirfd, path, st, flags);
+        if (r == 0) fix_fstat(dirfd, st);
+        return r;
+    }
+    STAT_BODY(fstatat, st, dirfd, path, st, flags);
+}
+int fstatat64(int dirfd, const char* path, struct stat64* st, int flags)
+{
+    if (path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+        int r = REAL(fstatat64)(dirfd, path, st, flags);
+        if (r == 0) fix_fstat(dirfd, reinterpret_cast<struct stat*>(st));
+        return r;
+    }
+    STAT_BODY(fstatat64, st, dirfd, path, st, flags);
+}
+int __xstat(int ver, const char* path, struct stat* st) { STAT_BODY(__xstat, st, ver, path, st); }
+int __lxstat(int ver, const char* path, struct stat* st) { STAT_BODY(__lxstat, st, ver, path, st); }
+int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags)
+{
+    STAT_BODY(__fxstatat, st, ver, dirfd, path, st, flags);
+}
+
+int fstat(int fd, struct stat* st)
+{
+    int r = REAL(fstat)(fd, st);
+    if (r == 0) fix_fstat(fd, st);
+    return r;
+}
+
+int fstat64(int fd, struct stat64* st)
+{
+    int r = REAL(fstat64)(fd, st);
+    if (r == 0) fix_fstat(fd, reinterpret_cast<struct stat*>(st));
+    return r;
+}
+
+int __fxstat(int ver, int fd, struct stat* st)
+{
+    int r = REAL(__fxstat)(ver, fd, st);
+    if (r == 0) fix_fstat(fd, st);
+    return r;
+}
+
+int access(const char* path, int mode)
+{
+    DevPath dev = classify_dev_path(path);
+    if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
+    return REAL(access)(path, mode);
+}
+
+int faccessat(int dirfd, const char* path, int mode, int flags)
+{
+    DevPath dev = classify_dev_path(path);
+    if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
+    return REAL(faccessat)(dirfd, path, mode, flags);
+}
+
+ssize_t write(int fd, const void* buf, size_t len)
+{
+    FdEntry e = fd_table_get(fd);
+    if (e.kind == FdKind::uverbs_cmd) return uverbs_write(fd, buf, len);
+    if (e.kind == FdKind::ucma && has_ucma()) return ucma_write(fd, buf, len);
+    return REAL(write)(fd, buf, len);
+}
+
+int ioctl(int fd, unsigned long request, ...)
+{
+    va_list ap;
+    va_start(ap, request);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    if (fd_table_get(fd).kind == FdKind::uverbs_cmd) return uverbs_ioctl(fd, request);
+    return REAL(ioctl)(fd, request, arg);
+}
+
+int close(int fd)
+{
+    if (is_shim_fd(fd)) release_fd(fd);
+    return REAL(close)(fd);
+}
+
+int dup2(int oldfd, int newfd)
+{
+    if (oldfd != newfd && is_shim_fd(newfd)) release_fd(newfd);
+    return REAL(dup2)(oldfd, newfd);
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+    if (oldfd != newfd && is_shim_fd(newfd)) release_fd(newfd);
+    return REAL(dup3)(oldfd, newfd, flags);
+}
+
+}  // extern "C"

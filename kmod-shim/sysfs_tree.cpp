@@ -1,0 +1,194 @@
+#include "kmod-shim/sysfs_tree.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace iwemu::shim {
+namespace {
+
+std::string errno_text(const std::string& what, const std::string& path)
+{
+    return what + " " + path + ": " + std::strerror(errno);
+}
+
+// A directory we may write into: ours, a real directory (not a symlink
+// planted by someone else in /tmp), not group/world writable.
+bool is_private_dir(const std::string& path)
+{
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return false;
+    return S_ISDIR(st.st_mode) && st.st_uid == getuid() && (st.st_mode & 022) == 0;
+}
+
+bool make_dir(const std::string& path, mode_t mode, std::string* error)
+{
+    if (mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return true;
+    *error = errno_text("cannot create directory", path);
+    return false;
+}
+
+std::string read_small_file(const std::string& path)
+{
+    std::string out;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return out;
+    char buf[256];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    close(fd);
+    return out;
+}
+
+// Writes only when the content differs, through a temporary file and
+// rename() so concurrent generators and readers never see a partial value.
+bool sync_file(const std::string& path, const std::string& content, std::string* error)
+{
+    if (read_small_file(path) == content) return true;
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        *error = errno_text("cannot create", tmp);
+        return false;
+    }
+    bool ok = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+    ok = (close(fd) == 0) && ok;
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        *error = errno_text("cannot write", path);
+        unlink(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+// Removes numbered entries >= keep (a GID table that shrank).
+void prune_numbered(const std::string& dir, size_t keep)
+{
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        unsigned long idx = std::strtoul(e->d_name, &end, 10);
+        if (end != e->d_name && *end == '\0' && idx >= keep) unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+Gid ipv4_mapped_gid(in_addr addr)
+{
+    Gid gid{};
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    std::memcpy(&gid[12], &addr.s_addr, 4);
+    return gid;
+}
+
+}  // namespace
+
+std::string format_node_guid(uint64_t guid)
+{
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%04x:%04x:%04x:%04x", unsigned(guid >> 48) & 0xffff,
+                  unsigned(guid >> 32) & 0xffff, unsigned(guid >> 16) & 0xffff, unsigned(guid) & 0xffff);
+    return buf;
+}
+
+std::string format_gid(const Gid& gid)
+{
+    std::string out;
+    char group[8];
+    for (size_t i = 0; i < 16; i += 2) {
+        std::snprintf(group, sizeof group, "%s%02x%02x", i ? ":" : "", gid[i], gid[i + 1]);
+        out += group;
+    }
+    return out;
+}
+
+std::vector<SysfsDevice> default_devices()
+{
+    SysfsDevice dev;
+    dev.ibdev = "iwemu0";
+    dev.node_guid = kNodeGuidBase | 1;
+
+    std::vector<Gid> loopback;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {
+        for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
+            if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != AF_INET || !(ifa->ifa_flags & IFF_UP)) continue;
+            Gid gid = ipv4_mapped_gid(reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr);
+            if (ifa->ifa_flags & IFF_LOOPBACK)
+                loopback.push_back(gid);
+            else if (dev.gids.size() < kMaxGids)
+                dev.gids.push_back(gid);
+        }
+        freeifaddrs(list);
+    }
+    for (const Gid& gid : loopback)
+        if (dev.gids.size() < kMaxGids) dev.gids.push_back(gid);
+    if (dev.gids.empty()) {  // no IPv4 at all (isolated namespace): still a usable GID 0
+        in_addr lo{htonl(INADDR_LOOPBACK)};
+        dev.gids.push_back(ipv4_mapped_gid(lo));
+    }
+    return {dev};
+}
+
+std::string default_sysfs_root(std::string* error)
+{
+    if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && xdg[0] == '/') {
+        std::string base = xdg;
+        if (is_private_dir(base) && access(base.c_str(), W_OK | X_OK) == 0) {
+            std::string dir = base + "/iwemu";
+            if (make_dir(dir, 0700, error) && is_private_dir(dir)) return dir + "/sysfs";
+        }
+    }
+    std::string dir = "/tmp/iwemu-" + std::to_string(getuid());
+    if (!make_dir(dir, 0700, error)) return "";
+    if (!is_private_dir(dir)) {
+        *error = dir + " exists but is not a private directory owned by uid " + std::to_string(getuid());
+        return "";
+    }
+    return dir + "/sysfs";
+}
+
+std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevice>& devices)
+{
+    std::string err;
+    const std::string cls = root + "/class";
+    const std::string verbs = cls + "/infiniband_verbs";
+    const std::string ib = cls + "/infiniband";
+    for (const std::string& d : {root, cls, verbs, ib, cls + "/misc", cls + "/misc/rdma_cm"})
+        if (!make_dir(d, 0755, &err)) return err;
+    if (!sync_file(verbs + "/abi_version", std::to_string(kUverbsAbiVersion) + "\n", &err)) return err;
+    if (!sync_file(cls + "/misc/rdma_cm/abi_version", std::to_string(kUcmaAbiVersion) + "\n", &err)) return err;
+
+    for (size_t i = 0; i < devices.size(); ++i) {
+        const SysfsDevice& dev = devices[i];
+        const std::string uverbs = verbs + "/uverbs" + std::to_string(i);
+        const std::string ibdev = ib + "/" + dev.ibdev;
+        const std::string port = ibdev + "/ports/1";
+        for (const std::string& d : {uverbs, ibdev, ibdev + "/ports", port, port + "/gids", port + "/pkeys"})
+            if (!make_dir(d, 0755, &err)) return err;
+        // "0:0": no st_rdev check when /dev/infiniband/uverbsN is opened (§1.3).
+        if (!sync_file(uverbs + "/ibdev", dev.ibdev + "\n", &err) || !sync_file(uverbs + "/dev", "0:0\n", &err) ||
+            !sync_file(uverbs + "/abi_version", std::to_string(kDeviceAbiVersion) + "\n", &err) ||
+            !sync_file(ibdev + "/node_type", "4: RNIC\n", &err) ||
+            !sync_file(ibdev + "/node_guid", format_node_guid(dev.node_guid) + "\n", &err) ||
+            !sync_file(port + "/pkeys/0", "0xffff\n", &err))
+            return err;
+        for (size_t g = 0; g < dev.gids.size(); ++g)
+            if (!sync_file(port + "/gids/" + std::to_string(g), format_gid(dev.gids[g]) + "\n", &err)) return err;
+        prune_numbered(port + "/gids", dev.gids.size());
+    }
+    return "";
+}
+
+}  // namespace iwemu::shim

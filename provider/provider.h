@@ -1,0 +1,42 @@
+// The iwemu libibverbs provider: what libibverbs sees of a device and of an
+// open context.  Objects handed to libibverbs (ibv_pd, ibv_mr, ibv_cq,
+// ibv_qp, ibv_srq) are the first member of a provider struct that points at
+// the emulator object behind it (verbs_objects.cpp).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "provider/pabi34.h"
+
+namespace iwemu::provider {
+
+struct Device {
+    verbs_device vdev;      // must be first: libibverbs frees through uninit_device
+    uint64_t node_guid = 0;  // host order, from <ibdev>/node_guid
+    int gid_count = 1;      // files in <ibdev>/ports/1/gids; == port gid_tbl_len
+};
+
+struct Context {
+    // libibverbs locates the verbs_context inside this allocation through the
+    // offset passed to _verbs_init_and_alloc_context; ibv_context is its tail.
+    verbs_context vctx;
+    int async_writer = -1;  // our end of the SOCK_SEQPACKET pair whose other end is context.async_fd
+};
+
+inline Device* to_device(ibv_device* dev) { return reinterpret_cast<Device*>(dev); }
+inline Context* to_context(ibv_context* ctx)
+{
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(ctx) - offsetof(Context, vctx) -
+                                      offsetof(verbs_context, context));
+}
+
+// Posts one ib_uverbs_async_event_desc on the context's async fd (never
+// blocks, never raises SIGPIPE).  element: ibv_qp*/ibv_cq*/ibv_srq* or port.
+void post_async_event(Context* ctx, uint64_t element, ibv_event_type type);
+
+// Operation tables installed by alloc_context (one per file).
+extern const verbs_context_ops kQueryOps;
+extern const verbs_context_ops kObjectOps;
+
+}  // namespace iwemu::provider
