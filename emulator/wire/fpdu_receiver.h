@@ -145,27 +145,33 @@ public:
     uint32_t last_crc_computed() const { return crc_computed_; }
 
 private:
-    FpduRxState body_state() const { return in_marker_ ? FpduRxState::marker : state_; }
+    bool marker_pending() const
+    {
+        return options_.markers &&
+               (marker_got_ > 0 || mpa_octets_to_marker(stream_offset_) == 0);
+    }
     uint32_t state_remaining() const;
     FpduRxEvent fail(TerminateCode code, std::string_view what);
     FpduRxEvent absorb_marker(std::span<const uint8_t> bytes);
     FpduRxEvent absorb_ulpdu_length(std::span<const uint8_t> bytes);
     FpduRxEvent absorb_ddp_header(std::span<const uint8_t> bytes);
+    FpduRxEvent absorb_payload(std::span<const uint8_t> bytes);
     FpduRxEvent absorb_pad(std::span<const uint8_t> bytes);
     FpduRxEvent absorb_crc(std::span<const uint8_t> bytes);
-    void enter_after_header();
+    void crc_update(std::span<const uint8_t> bytes)
+    {
+        if (options_.crc) crc_.update(bytes);
+    }
+    void enter_trailer();
     void begin_fpdu();
 
     FpduReceiverOptions options_;
     FpduRxState state_ = FpduRxState::ulpdu_length;
-    bool in_marker_ = false;       // a marker interrupts state_
-    uint8_t marker_got_ = 0;
+    uint8_t marker_got_ = 0;       // > 0: inside a marker that interrupts state_
     std::array<uint8_t, mpa_marker_size> marker_{};
-    uint32_t marker_offset_ = 0;   // stream offset of the marker being read
 
     uint32_t stream_offset_ = 0;
     uint32_t fpdu_offset_ = 0;     // stream offset of this FPDU's ULPDU_Length
-    bool fpdu_started_ = false;    // ULPDU_Length (or opening marker) seen
     bool marker_mismatch_ = false; // deferred MPA error 3
 
     std::array<uint8_t, mpa_ulpdu_length_size> length_buf_{};
@@ -198,17 +204,14 @@ size_t FpduReceiver::feed(std::span<const uint8_t> chunk, V& visitor)
     while (pos < chunk.size()) {
         if (state_ == FpduRxState::error) return pos;
         const auto rest = chunk.subspan(pos);
-        if (!in_marker_ && state_ == FpduRxState::payload) {
+        if (state_ == FpduRxState::payload && !marker_pending()) {
             // Hot path: hand the caller's octets straight up, CRC them once.
             const FpduRxNeed need = next_need();
-            if (need.state == FpduRxState::payload) {
-                const size_t n = rest.size() < need.max_octets ? rest.size() : need.max_octets;
-                const auto fragment = rest.first(n);
-                visitor.on_payload(fragment, payload_got_);
-                const ConsumeResult r = consume(fragment);
-                pos += r.consumed;
-                continue;
-            }
+            const size_t n = rest.size() < need.max_octets ? rest.size() : need.max_octets;
+            const auto fragment = rest.first(n);
+            visitor.on_payload(fragment, payload_got_);
+            pos += consume(fragment).consumed;
+            continue;
         }
         const ConsumeResult r = consume(rest);
         pos += r.consumed;
