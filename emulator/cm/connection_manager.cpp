@@ -1,0 +1,1060 @@
+#include "emulator/cm/connection_manager.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cassert>
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "emulator/cm/mpa_negotiation.h"
+#include "emulator/cm/startup_state.h"
+#include "emulator/cm/tcp_socket.h"
+#include "emulator/wire/fpdu.h"
+#include "emulator/wire/terminate_message.h"
+
+namespace iwemu::cm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// epoll_event.data.u64: 0 = wake-up eventfd, listener ids carry the top bit,
+// connection ids are plain.  Ids are never reused, so a stale event for a
+// retired id finds nothing.
+constexpr uint64_t wake_tag = 0;
+constexpr uint64_t listener_tag = uint64_t{1} << 63;
+
+// One startup frame at most (RFC 5044 §7.1.1); a Terminate FPDU is smaller.
+constexpr size_t frame_buffer_size = wire::mpa_frame_header_size + wire::mpa_max_pd_length;
+static_assert(frame_buffer_size >= wire::terminate_ulpdu_max_size + 2 + 3 + 4 + 2 * wire::mpa_marker_size);
+
+// Back-off after accept() fails for lack of descriptors/memory, so a level-
+// triggered listener does not spin.
+constexpr auto accept_retry_delay = std::chrono::milliseconds(100);
+
+constexpr wire::TerminateCode mpa_invalid_frame{wire::TerminateLayer::llp, wire::etype::llp_mpa,
+                                                wire::ecode::mpa_invalid_request_or_reply};
+
+}  // namespace
+
+std::string_view to_string(CmEventType type)
+{
+    switch (type) {
+    case CmEventType::connect_request: return "connect_request";
+    case CmEventType::established: return "established";
+    case CmEventType::rejected: return "rejected";
+    case CmEventType::connection_refused: return "connection_refused";
+    case CmEventType::unreachable: return "unreachable";
+    case CmEventType::timeout: return "timeout";
+    case CmEventType::connect_error: return "connect_error";
+    case CmEventType::disconnected: return "disconnected";
+    }
+    return "?";
+}
+
+struct ConnectionManager::Listener {
+    ListenerId id = 0;
+    int fd = -1;
+    CmEventHandler handler;
+    unsigned half_open = 0;  // connections before connect_request
+    bool paused = false;     // EPOLLIN off: at the cap or backing off
+    std::optional<Clock::time_point> resume_at;
+};
+
+struct ConnectionManager::Connection {
+    ConnectionId id = 0;
+    ListenerId listener = 0;
+    bool active = false;
+    bool visible = false;            // the ULP knows the id: events go out
+    bool counted_half_open = false;  // counted in its listener's half_open
+    StartupState state = StartupState::closed;
+    int fd = -1;
+    std::optional<Clock::time_point> deadline;
+    sockaddr_storage local{};
+    sockaddr_storage peer{};
+    CmEventHandler handler;
+    Endpoint endpoint;
+
+    // One incoming startup frame, read with exact lengths so that no octet
+    // after it (an FPDU) leaves the socket.
+    std::array<uint8_t, frame_buffer_size> rx{};
+    size_t rx_len = 0;
+    // One outgoing startup frame or Terminate FPDU.
+    std::array<uint8_t, frame_buffer_size> tx{};
+    size_t tx_len = 0;
+    size_t tx_off = 0;
+
+    wire::MpaFrame request;        // active: the Request sent (private_data cleared)
+    uint16_t ird = 0, ord = 0;     // active: the ULP's values
+    RequestAssessment assessment;  // passive
+    uint8_t peer_revision = 0;
+    std::vector<uint8_t> peer_private_data;
+    ConnectionParams params;       // negotiated, for the hand-off
+    std::optional<wire::TerminateCode> failure;  // sending_terminate
+    std::string_view failure_reason;
+
+    // Set while Endpoint::attach runs without the lock.
+    bool destroyed = false;
+    bool disconnect_pending = false;
+    int disconnect_error = 0;
+};
+
+class ConnectionManager::Loop {
+public:
+    explicit Loop(const CmSettings& settings);
+    ~Loop();
+
+    int listen(const sockaddr* addr, socklen_t addr_len, int backlog, CmEventHandler handler,
+               ListenerId* id, sockaddr_storage* bound);
+    int stop_listening(ListenerId id);
+    int accept(ConnectionId id, const AcceptArgs& args);
+    int reject(ConnectionId id, std::span<const uint8_t> private_data);
+    int connect(const ConnectArgs& args, ConnectionId* id);
+    int disconnect(ConnectionId id, DisconnectMode mode);
+    void notify_disconnected(ConnectionId id, int error);
+    void destroy(ConnectionId id);
+
+private:
+    // Work for the CM thread to do without the lock.
+    struct Action {
+        enum class Kind : uint8_t { event, attach } kind = Kind::event;
+        CmEventHandler handler;
+        CmEvent event;
+        ConnectionId id = 0;
+        std::function<int(ConnectionId, const ConnectionParams&)> attach;
+        ConnectionParams params;
+    };
+
+    void run();
+    void run_actions(std::vector<Action>& actions);
+    void finish_attach(ConnectionId id, int rc);
+    int ensure_running_locked();
+    void wake();
+    bool idle_locked() const;
+    int next_timeout_ms_locked() const;
+
+    void dispatch_locked(const epoll_event& ev);
+    void accept_ready_locked(Listener& l);
+    void pause_listener_locked(Listener& l, std::optional<Clock::time_point> resume_at);
+    void resume_listener_locked(Listener& l);
+    void connection_ready_locked(Connection& c, uint32_t events);
+    void expire_locked(Clock::time_point now);
+
+    void set_state_locked(Connection& c, StartupState to);
+    void watch_locked(Connection& c, uint32_t events);
+    void send_locked(Connection& c);
+    void sent_locked(Connection& c);
+    void receive_locked(Connection& c);
+    void frame_received_locked(Connection& c, const wire::MpaParseResult& r);
+    void request_received_locked(Connection& c, const wire::MpaFrame& frame);
+    void reply_received_locked(Connection& c, const wire::MpaFrame& frame);
+    void hand_off_locked(Connection& c);
+    void fail_locked(Connection& c, CmEventType type, int error,
+                     std::optional<wire::TerminateCode> mpa_error, std::string_view reason);
+    void retire_locked(Connection& c, bool abortive);
+    void queue_event_locked(Connection& c, CmEvent event, std::vector<Action>* out = nullptr);
+    CmEvent make_event(const Connection& c, CmEventType type) const;
+    Connection* find_locked(ConnectionId id);
+    bool encode_frame_locked(Connection& c, const wire::MpaFrame& frame);
+
+    const CmSettings& settings_;
+    int epfd_ = -1;
+    int wakefd_ = -1;
+
+    std::mutex mu_;
+    std::thread thread_;
+    bool running_ = false;
+    bool stopping_ = false;
+    uint64_t next_id_ = 1;
+    std::unordered_map<ListenerId, std::unique_ptr<Listener>> listeners_;
+    std::unordered_map<ConnectionId, std::unique_ptr<Connection>> connections_;
+    std::vector<Action> actions_;
+};
+
+// ---------------------------------------------------------------- lifetime
+
+ConnectionManager::Loop::Loop(const CmSettings& settings) : settings_(settings)
+{
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wakefd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epfd_ >= 0 && wakefd_ >= 0) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = wake_tag;
+        ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
+    }
+}
+
+ConnectionManager::Loop::~Loop()
+{
+    {
+        std::lock_guard lock(mu_);
+        stopping_ = true;
+    }
+    wake();
+    if (thread_.joinable())
+        thread_.join();
+    // No thread any more: close what is still ours.  A connection in
+    // handing_off had its attach pending, so its socket is still ours too.
+    for (auto& [id, l] : listeners_)
+        ::close(l->fd);
+    for (auto& [id, c] : connections_)
+        if (cm_owns_socket(c->state) || c->state == StartupState::handing_off)
+            close_abortive(c->fd);
+    listeners_.clear();
+    connections_.clear();
+    if (wakefd_ >= 0)
+        ::close(wakefd_);
+    if (epfd_ >= 0)
+        ::close(epfd_);
+}
+
+int ConnectionManager::Loop::ensure_running_locked()
+{
+    if (epfd_ < 0 || wakefd_ < 0)
+        return -EMFILE;
+    if (running_)
+        return 0;
+    // A thread that went idle released the lock before returning: joining it
+    // here cannot deadlock.
+    if (thread_.joinable())
+        thread_.join();
+    try {
+        thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+        return -EAGAIN;
+    }
+    running_ = true;
+    return 0;
+}
+
+void ConnectionManager::Loop::wake()
+{
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wakefd_, &one, sizeof(one));
+}
+
+bool ConnectionManager::Loop::idle_locked() const
+{
+    if (!listeners_.empty() || !actions_.empty())
+        return false;
+    for (const auto& [id, c] : connections_)
+        if (cm_owns_socket(c->state) || c->state == StartupState::handing_off)
+            return false;
+    return true;
+}
+
+int ConnectionManager::Loop::next_timeout_ms_locked() const
+{
+    std::optional<Clock::time_point> next;
+    auto consider = [&next](const std::optional<Clock::time_point>& t) {
+        if (t && (!next || *t < *next))
+            next = t;
+    };
+    for (const auto& [id, c] : connections_)
+        consider(c->deadline);
+    for (const auto& [id, l] : listeners_)
+        consider(l->resume_at);
+    if (!next)
+        return -1;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+    return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 60'000));
+}
+
+// ---------------------------------------------------------------- CM thread
+
+void ConnectionManager::Loop::run()
+{
+    std::array<epoll_event, 32> events;
+    std::vector<Action> todo;
+    for (;;) {
+        int timeout_ms;
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_)
+                return;
+            if (idle_locked()) {
+                running_ = false;  // the next API call starts a new thread
+                return;
+            }
+            timeout_ms = actions_.empty() ? next_timeout_ms_locked() : 0;
+        }
+        const int n = ::epoll_wait(epfd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+        {
+            std::lock_guard lock(mu_);
+            if (stopping_)
+                return;
+            for (int i = 0; i < n; ++i)
+                dispatch_locked(events[static_cast<size_t>(i)]);
+            expire_locked(Clock::now());
+            todo.swap(actions_);
+        }
+        run_actions(todo);
+        todo.clear();
+    }
+}
+
+void ConnectionManager::Loop::run_actions(std::vector<Action>& actions)
+{
+    for (Action& a : actions) {
+        if (a.kind == Action::Kind::event) {
+            if (a.handler)
+                a.handler(a.event);
+            continue;
+        }
+        const int rc = a.attach ? a.attach(a.id, a.params) : -EINVAL;
+        finish_attach(a.id, rc);
+    }
+}
+
+void ConnectionManager::Loop::finish_attach(ConnectionId id, int rc)
+{
+    // Events of this connection go out right here, ahead of anything queued
+    // meanwhile, so `established` always precedes `disconnected`.
+    std::vector<Action> out;
+    {
+        std::lock_guard lock(mu_);
+        Connection* c = find_locked(id);
+        if (!c)
+            return;
+        if (rc != 0) {
+            // The QP did not take the socket: it is still ours to close.
+            fail_locked(*c, CmEventType::connect_error, rc < 0 ? -rc : EINVAL, std::nullopt,
+                        "endpoint refused the connection");
+            return;
+        }
+        if (c->destroyed) {
+            connections_.erase(id);  // the QP owns the socket; nobody listens
+            return;
+        }
+        set_state_locked(*c, StartupState::established);
+        CmEvent ev = make_event(*c, CmEventType::established);
+        ev.params = c->params;
+        ev.ird = c->params.ird;
+        ev.ord = c->params.ord;
+        if (c->active)
+            ev.private_data = std::move(c->peer_private_data);
+        c->peer_private_data = {};
+        queue_event_locked(*c, std::move(ev), &out);
+        if (c->disconnect_pending) {
+            CmEvent dv = make_event(*c, CmEventType::disconnected);
+            dv.error = c->disconnect_error;
+            queue_event_locked(*c, std::move(dv), &out);
+            connections_.erase(id);
+        }
+    }
+    run_actions(out);
+}
+
+void ConnectionManager::Loop::dispatch_locked(const epoll_event& ev)
+{
+    if (ev.data.u64 == wake_tag) {
+        uint64_t v;
+        [[maybe_unused]] ssize_t n = ::read(wakefd_, &v, sizeof(v));
+        return;
+    }
+    if (ev.data.u64 & listener_tag) {
+        auto it = listeners_.find(ev.data.u64 & ~listener_tag);
+        if (it != listeners_.end())
+            accept_ready_locked(*it->second);
+        return;
+    }
+    if (Connection* c = find_locked(ev.data.u64))
+        connection_ready_locked(*c, ev.events);
+}
+
+void ConnectionManager::Loop::accept_ready_locked(Listener& l)
+{
+    while (l.half_open < settings_.max_half_open_per_listener) {
+        const int fd = ::accept4(l.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            // Out of descriptors or memory: try again later instead of spinning.
+            pause_listener_locked(l, Clock::now() + accept_retry_delay);
+            return;
+        }
+        set_nodelay(fd);
+        auto c = std::make_unique<Connection>();
+        c->id = next_id_++;
+        c->listener = l.id;
+        c->fd = fd;
+        c->state = StartupState::awaiting_request;
+        c->counted_half_open = true;
+        c->deadline = Clock::now() + settings_.mpa_timeout;  // RFC 5044 §7.1.2 rule 8
+        c->handler = l.handler;
+        local_address(fd, &c->local);
+        peer_address(fd, &c->peer);
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.u64 = c->id;
+        if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ::close(fd);
+            continue;
+        }
+        ++l.half_open;
+        connections_.emplace(c->id, std::move(c));
+    }
+    pause_listener_locked(l, std::nullopt);  // at the cap: the kernel backlog waits
+}
+
+void ConnectionManager::Loop::pause_listener_locked(Listener& l,
+                                                     std::optional<Clock::time_point> resume_at)
+{
+    epoll_event ev{};
+    ev.events = 0;
+    ev.data.u64 = l.id | listener_tag;
+    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
+    l.paused = true;
+    l.resume_at = resume_at;
+}
+
+void ConnectionManager::Loop::resume_listener_locked(Listener& l)
+{
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = l.id | listener_tag;
+    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
+    l.paused = false;
+    l.resume_at.reset();
+}
+
+void ConnectionManager::Loop::expire_locked(Clock::time_point now)
+{
+    std::vector<ConnectionId> expired;
+    for (const auto& [id, c] : connections_)
+        if (c->deadline && *c->deadline <= now)
+            expired.push_back(id);
+    for (ConnectionId id : expired)
+        if (Connection* c = find_locked(id))
+            fail_locked(*c, CmEventType::timeout, ETIMEDOUT, std::nullopt, "MPA startup timed out");
+    for (auto& [id, l] : listeners_)
+        if (l->resume_at && *l->resume_at <= now)
+            resume_listener_locked(*l);
+}
+
+void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t events)
+{
+    switch (c.state) {
+    case StartupState::tcp_connecting: {
+        const int err = socket_error(c.fd);
+        if (err != 0) {
+            fail_locked(c, err == ECONNREFUSED ? CmEventType::connection_refused : CmEventType::unreachable,
+                        err, std::nullopt, "TCP connect failed");
+            return;
+        }
+        if (!(events & EPOLLOUT))
+            return;
+        local_address(c.fd, &c.local);
+        peer_address(c.fd, &c.peer);
+        set_state_locked(c, StartupState::sending_request);
+        send_locked(c);
+        return;
+    }
+    case StartupState::sending_request:
+    case StartupState::sending_rtr_frame:
+    case StartupState::sending_terminate:
+    case StartupState::sending_reply:
+    case StartupState::sending_reject:
+        send_locked(c);  // a dead peer shows up as a send error
+        return;
+    case StartupState::awaiting_reply:
+    case StartupState::awaiting_request:
+    case StartupState::awaiting_rtr_frame:
+        receive_locked(c);
+        return;
+    case StartupState::awaiting_ulp:
+        // Only hang-ups are watched here: a well-behaved Initiator sends
+        // nothing after its Request (RFC 5044 §7.1.2 rule 3), and octets it
+        // does send stay in the socket for the QP.
+        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            fail_locked(c, CmEventType::connect_error, ECONNRESET, std::nullopt,
+                        "peer closed before the connection was accepted");
+        return;
+    case StartupState::handing_off:
+    case StartupState::established:
+    case StartupState::closed:
+        return;
+    }
+}
+
+// ---------------------------------------------------------------- startup I/O
+
+void ConnectionManager::Loop::set_state_locked(Connection& c, StartupState to)
+{
+    assert(startup_transition_allowed(c.state, to));
+    if (c.counted_half_open && to != StartupState::awaiting_request) {
+        c.counted_half_open = false;
+        auto it = listeners_.find(c.listener);
+        if (it != listeners_.end()) {
+            Listener& l = *it->second;
+            --l.half_open;
+            if (l.paused && !l.resume_at)
+                resume_listener_locked(l);
+        }
+    }
+    c.state = to;
+}
+
+void ConnectionManager::Loop::watch_locked(Connection& c, uint32_t events)
+{
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = c.id;
+    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+bool ConnectionManager::Loop::encode_frame_locked(Connection& c, const wire::MpaFrame& frame)
+{
+    c.tx_len = wire::encode_mpa_frame(frame, c.tx);
+    c.tx_off = 0;
+    return c.tx_len != 0;
+}
+
+void ConnectionManager::Loop::send_locked(Connection& c)
+{
+    while (c.tx_off < c.tx_len) {
+        const ssize_t n = ::send(c.fd, c.tx.data() + c.tx_off, c.tx_len - c.tx_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c.tx_off += static_cast<size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            watch_locked(c, EPOLLOUT);
+            return;
+        }
+        fail_locked(c, CmEventType::connect_error, n < 0 ? errno : ECONNRESET, std::nullopt,
+                    "peer went away during MPA startup");
+        return;
+    }
+    sent_locked(c);
+}
+
+void ConnectionManager::Loop::sent_locked(Connection& c)
+{
+    switch (c.state) {
+    case StartupState::sending_request:
+        set_state_locked(c, StartupState::awaiting_reply);
+        c.rx_len = 0;
+        watch_locked(c, EPOLLIN | EPOLLRDHUP);
+        return;
+    case StartupState::sending_rtr_frame:
+        hand_off_locked(c);
+        return;
+    case StartupState::sending_reply:
+        if (c.assessment.seed002_rtr) {
+            set_state_locked(c, StartupState::awaiting_rtr_frame);
+            c.rx_len = 0;
+            watch_locked(c, EPOLLIN | EPOLLRDHUP);
+        } else {
+            hand_off_locked(c);
+        }
+        return;
+    case StartupState::sending_reject:
+        // RFC 5044 §7.1.2 rule 2 leaves TCP to the ULP; rdma_cm has no use
+        // for it, so close after the Reply is out.
+        retire_locked(c, false);
+        return;
+    case StartupState::sending_terminate:
+        fail_locked(c, CmEventType::connect_error, EPROTO, c.failure, c.failure_reason);
+        return;
+    default:
+        return;
+    }
+}
+
+void ConnectionManager::Loop::receive_locked(Connection& c)
+{
+    const wire::MpaFrameType expected = c.state == StartupState::awaiting_reply     ? wire::MpaFrameType::reply
+                                        : c.state == StartupState::awaiting_request ? wire::MpaFrameType::request
+                                                                                    : wire::MpaFrameType::rtr;
+    for (;;) {
+        const wire::MpaParseResult r = wire::parse_mpa_frame({c.rx.data(), c.rx_len}, expected);
+        if (r.status == wire::MpaParseStatus::complete) {
+            frame_received_locked(c, r);
+            return;
+        }
+        if (r.status != wire::MpaParseStatus::need_more || c.rx_len + r.need > c.rx.size()) {
+            fail_locked(c, CmEventType::connect_error, EPROTO, wire::terminate_code(r.status).value_or(mpa_invalid_frame),
+                        wire::to_string(r.status));
+            return;
+        }
+        // Exactly what the frame still lacks, never more: the octets after
+        // it belong to the QP (siw as Responder sends FPDUs right after its Reply).
+        const ssize_t n = ::recv(c.fd, c.rx.data() + c.rx_len, r.need, 0);
+        if (n > 0) {
+            c.rx_len += static_cast<size_t>(n);
+            continue;
+        }
+        if (n == 0) {
+            if (c.rx_len == 0)
+                fail_locked(c, CmEventType::connect_error, ECONNRESET, std::nullopt,
+                            "peer closed during MPA startup");
+            else
+                fail_locked(c, CmEventType::connect_error, EPROTO, mpa_invalid_frame,
+                            wire::to_string(wire::MpaParseStatus::truncated));
+            return;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        fail_locked(c, CmEventType::connect_error, errno, std::nullopt, "receive failed during MPA startup");
+        return;
+    }
+}
+
+void ConnectionManager::Loop::frame_received_locked(Connection& c, const wire::MpaParseResult& r)
+{
+    switch (c.state) {
+    case StartupState::awaiting_request:
+        request_received_locked(c, r.frame);
+        return;
+    case StartupState::awaiting_reply:
+        reply_received_locked(c, r.frame);
+        return;
+    case StartupState::awaiting_rtr_frame:
+        hand_off_locked(c);  // the seed-002 Rtr frame: go
+        return;
+    default:
+        return;
+    }
+}
+
+void ConnectionManager::Loop::request_received_locked(Connection& c, const wire::MpaFrame& frame)
+{
+    c.assessment = assess_request(settings_, frame);
+    c.peer_revision = frame.rev;
+    switch (c.assessment.verdict) {
+    case RequestAssessment::Verdict::close:
+        retire_locked(c, false);  // RFC 6581 §10: not ours to answer; nobody knows the id
+        return;
+    case RequestAssessment::Verdict::reject:
+        set_state_locked(c, StartupState::sending_reject);
+        if (!encode_frame_locked(c, make_reject(settings_, c.assessment))) {
+            retire_locked(c, false);
+            return;
+        }
+        send_locked(c);
+        return;
+    case RequestAssessment::Verdict::offer_to_ulp:
+        break;
+    }
+    c.peer_private_data.assign(frame.private_data.begin(), frame.private_data.end());
+    set_state_locked(c, StartupState::awaiting_ulp);
+    c.deadline.reset();  // the ULP decides in its own time
+    c.visible = true;
+    watch_locked(c, EPOLLRDHUP);
+
+    CmEvent ev = make_event(c, CmEventType::connect_request);
+    ev.private_data = c.peer_private_data;
+    ev.ird = c.assessment.peer_ird;
+    ev.ord = c.assessment.peer_ord;
+    ev.peer_to_peer = c.assessment.peer_to_peer;
+    ev.max_reply_private_data = max_ulp_private_data(c.assessment.enhanced);
+    queue_event_locked(c, std::move(ev));
+}
+
+void ConnectionManager::Loop::reply_received_locked(Connection& c, const wire::MpaFrame& frame)
+{
+    c.peer_revision = frame.rev;
+    c.peer_private_data.assign(frame.private_data.begin(), frame.private_data.end());
+    ReplyOutcome o = evaluate_reply(settings_, c.request, frame, c.ird, c.ord);
+    switch (o.verdict) {
+    case ReplyOutcome::Verdict::close:
+        fail_locked(c, CmEventType::connect_error, EPROTO, o.error, o.reason);
+        return;
+    case ReplyOutcome::Verdict::rejected: {
+        CmEvent ev = make_event(c, CmEventType::rejected);
+        ev.private_data = std::move(c.peer_private_data);
+        ev.error = ECONNREFUSED;
+        ev.reason = o.reason;
+        queue_event_locked(c, std::move(ev));
+        c.visible = false;
+        retire_locked(c, false);
+        return;
+    }
+    case ReplyOutcome::Verdict::terminate: {
+        // RFC 6581 §9.1/§9.2: the Initiator ends with a Terminate, the first
+        // (and only) FPDU of this connection, framed as negotiated.
+        std::array<uint8_t, wire::terminate_ulpdu_max_size> ulpdu{};
+        const wire::TerminateCause cause{*o.error, {}, std::nullopt};
+        const size_t ulen = wire::build_terminate_ulpdu(cause, 1, ulpdu);
+        const size_t flen = ulen == 0 ? 0
+                                      : wire::encode_fpdu(c.tx, {ulpdu.data(), ulen}, {}, 0,
+                                                          wire::FpduFraming{o.params.tx.crc, o.params.tx.markers});
+        if (flen == 0) {
+            fail_locked(c, CmEventType::connect_error, EPROTO, o.error, o.reason);
+            return;
+        }
+        c.tx_len = flen;
+        c.tx_off = 0;
+        c.failure = o.error;
+        c.failure_reason = o.reason;
+        set_state_locked(c, StartupState::sending_terminate);
+        send_locked(c);
+        return;
+    }
+    case ReplyOutcome::Verdict::established:
+        break;
+    }
+    c.params = o.params;
+    if (o.send_rtr_frame) {
+        set_state_locked(c, StartupState::sending_rtr_frame);
+        if (!encode_frame_locked(c, make_rtr_frame(frame.crc))) {
+            fail_locked(c, CmEventType::connect_error, EPROTO, std::nullopt, "cannot encode the Rtr frame");
+            return;
+        }
+        send_locked(c);
+        return;
+    }
+    hand_off_locked(c);
+}
+
+void ConnectionManager::Loop::hand_off_locked(Connection& c)
+{
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    set_state_locked(c, StartupState::handing_off);
+    c.deadline.reset();
+    c.params.fd = c.fd;
+    c.params.mulpdu = wire::mpa_mulpdu(effective_mss(c.fd), c.params.tx.markers);
+    Action a;
+    a.kind = Action::Kind::attach;
+    a.id = c.id;
+    a.attach = c.endpoint.attach;
+    a.params = c.params;
+    actions_.push_back(std::move(a));
+}
+
+void ConnectionManager::Loop::fail_locked(Connection& c, CmEventType type, int error,
+                                          std::optional<wire::TerminateCode> mpa_error,
+                                          std::string_view reason)
+{
+    if (c.visible && !c.destroyed) {
+        CmEvent ev = make_event(c, type);
+        ev.error = error;
+        ev.mpa_error = mpa_error;
+        ev.reason = reason;
+        queue_event_locked(c, std::move(ev));
+    }
+    retire_locked(c, false);
+}
+
+void ConnectionManager::Loop::retire_locked(Connection& c, bool abortive)
+{
+    if (c.state != StartupState::closed && c.state != StartupState::established) {
+        if (c.state != StartupState::handing_off)
+            ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
+        if (abortive)
+            close_abortive(c.fd);
+        else
+            ::close(c.fd);
+    }
+    c.fd = -1;
+    set_state_locked(c, StartupState::closed);
+    connections_.erase(c.id);  // c is gone after this
+}
+
+void ConnectionManager::Loop::queue_event_locked(Connection& c, CmEvent event, std::vector<Action>* out)
+{
+    Action a;
+    a.kind = Action::Kind::event;
+    a.handler = c.handler;
+    a.event = std::move(event);
+    (out ? *out : actions_).push_back(std::move(a));
+}
+
+CmEvent ConnectionManager::Loop::make_event(const Connection& c, CmEventType type) const
+{
+    CmEvent ev;
+    ev.type = type;
+    ev.connection = c.id;
+    ev.listener = c.listener;
+    ev.local_address = c.local;
+    ev.peer_address = c.peer;
+    ev.mpa_revision = c.peer_revision;
+    return ev;
+}
+
+ConnectionManager::Connection* ConnectionManager::Loop::find_locked(ConnectionId id)
+{
+    auto it = connections_.find(id);
+    return it == connections_.end() ? nullptr : it->second.get();
+}
+
+// ---------------------------------------------------------------- API
+
+int ConnectionManager::Loop::listen(const sockaddr* addr, socklen_t addr_len, int backlog,
+                                    CmEventHandler handler, ListenerId* id, sockaddr_storage* bound)
+{
+    if (!handler || !id)
+        return -EINVAL;
+    sockaddr_storage where{};
+    const int fd = open_listener(addr, addr_len, backlog, &where);
+    if (fd < 0)
+        return fd;
+    std::lock_guard lock(mu_);
+    if (const int rc = ensure_running_locked(); rc != 0) {
+        ::close(fd);
+        return rc;
+    }
+    auto l = std::make_unique<Listener>();
+    l->id = next_id_++;
+    l->fd = fd;
+    l->handler = std::move(handler);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = l->id | listener_tag;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return -err;
+    }
+    *id = l->id;
+    if (bound)
+        *bound = where;
+    listeners_.emplace(l->id, std::move(l));
+    return 0;
+}
+
+int ConnectionManager::Loop::stop_listening(ListenerId id)
+{
+    std::lock_guard lock(mu_);
+    auto it = listeners_.find(id);
+    if (it == listeners_.end())
+        return -ENOENT;
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second->fd, nullptr);
+    ::close(it->second->fd);
+    listeners_.erase(it);
+    // Connections nobody has heard of yet go with the listener.
+    std::vector<ConnectionId> orphans;
+    for (const auto& [cid, c] : connections_)
+        if (c->listener == id && !c->visible)
+            orphans.push_back(cid);
+    for (ConnectionId cid : orphans)
+        if (Connection* c = find_locked(cid))
+            retire_locked(*c, true);
+    wake();
+    return 0;
+}
+
+int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
+{
+    std::lock_guard lock(mu_);
+    Connection* c = find_locked(id);
+    if (!c || c->destroyed)
+        return -ENOENT;
+    if (c->state != StartupState::awaiting_ulp || !args.endpoint.attach ||
+        args.private_data.size() > max_ulp_private_data(c->assessment.enhanced))
+        return -EINVAL;
+    if (const int rc = ensure_running_locked(); rc != 0)
+        return rc;
+    AcceptPlan plan = plan_accept(settings_, c->assessment, args.ird, args.ord);
+    plan.reply.private_data = args.private_data;
+    if (!encode_frame_locked(*c, plan.reply))
+        return -EINVAL;
+    c->params = plan.params;
+    c->endpoint = args.endpoint;
+    if (args.handler)
+        c->handler = args.handler;
+    c->peer_private_data.clear();
+    set_state_locked(*c, StartupState::sending_reply);
+    // Covers writing the Reply and, in seed-002 mode, the Rtr frame's arrival.
+    c->deadline = Clock::now() + settings_.mpa_timeout;
+    watch_locked(*c, EPOLLOUT);  // the CM thread writes the Reply
+    wake();
+    return 0;
+}
+
+int ConnectionManager::Loop::reject(ConnectionId id, std::span<const uint8_t> private_data)
+{
+    std::lock_guard lock(mu_);
+    Connection* c = find_locked(id);
+    if (!c || c->destroyed)
+        return -ENOENT;
+    if (c->state != StartupState::awaiting_ulp ||
+        private_data.size() > max_ulp_private_data(c->assessment.enhanced))
+        return -EINVAL;
+    if (const int rc = ensure_running_locked(); rc != 0)
+        return rc;
+    wire::MpaFrame reply = make_reject(settings_, c->assessment);
+    reply.private_data = private_data;
+    if (!encode_frame_locked(*c, reply))
+        return -EINVAL;
+    c->visible = false;  // the id is retired for the ULP
+    set_state_locked(*c, StartupState::sending_reject);
+    c->deadline = Clock::now() + settings_.mpa_timeout;
+    watch_locked(*c, EPOLLOUT);
+    wake();
+    return 0;
+}
+
+int ConnectionManager::Loop::connect(const ConnectArgs& args, ConnectionId* id)
+{
+    if (!id || !args.handler || !args.endpoint.attach)
+        return -EINVAL;
+    auto c = std::make_unique<Connection>();
+    c->request = make_request(settings_, args.ird, args.ord);
+    if (args.private_data.size() > max_ulp_private_data(c->request.enhanced.has_value()))
+        return -EINVAL;
+    c->request.private_data = args.private_data;
+    if (!encode_frame_locked(*c, c->request))
+        return -EINVAL;
+    c->request.private_data = {};  // the caller's bytes are not ours to keep
+
+    int connect_errno = 0;
+    const int fd = start_connect(args.remote, args.local, &connect_errno);
+    if (fd < 0)
+        return fd;
+
+    std::lock_guard lock(mu_);
+    if (const int rc = ensure_running_locked(); rc != 0) {
+        ::close(fd);
+        return rc;
+    }
+    c->id = next_id_++;
+    c->active = true;
+    c->visible = true;
+    c->fd = fd;
+    c->state = StartupState::tcp_connecting;
+    c->deadline = Clock::now() + settings_.mpa_timeout;  // the whole exchange, rule 10
+    c->handler = args.handler;
+    c->endpoint = args.endpoint;
+    c->ird = args.ird;
+    c->ord = args.ord;
+    c->peer = args.remote;
+    local_address(fd, &c->local);
+    *id = c->id;
+    Connection& ref = *c;
+    connections_.emplace(c->id, std::move(c));
+
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.u64 = ref.id;
+    const bool watched = ::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+    if (connect_errno != 0 && connect_errno != EINPROGRESS) {
+        ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+        fail_locked(ref, connect_errno == ECONNREFUSED ? CmEventType::connection_refused : CmEventType::unreachable,
+                    connect_errno, std::nullopt, "TCP connect failed");
+    } else if (!watched) {
+        fail_locked(ref, CmEventType::connect_error, errno, std::nullopt, "epoll registration failed");
+    }
+    wake();
+    return 0;
+}
+
+int ConnectionManager::Loop::disconnect(ConnectionId id, DisconnectMode mode)
+{
+    std::function<void(ConnectionId, DisconnectMode)> forward;
+    {
+        std::lock_guard lock(mu_);
+        Connection* c = find_locked(id);
+        if (!c || c->destroyed)
+            return -ENOENT;
+        if (cm_owns_socket(c->state)) {
+            c->visible = false;
+            retire_locked(*c, mode == DisconnectMode::abortive);
+            wake();
+            return 0;
+        }
+        if (c->state != StartupState::established)
+            return -EBUSY;  // attach in progress: retry after `established`
+        if (!c->endpoint.disconnect)
+            return -ENOTSUP;
+        forward = c->endpoint.disconnect;
+    }
+    forward(id, mode);  // no lock: the QP may call notify_disconnected() inside
+    return 0;
+}
+
+void ConnectionManager::Loop::notify_disconnected(ConnectionId id, int error)
+{
+    std::lock_guard lock(mu_);
+    Connection* c = find_locked(id);
+    if (!c)
+        return;
+    if (c->state == StartupState::handing_off) {
+        c->disconnect_pending = true;  // reported right after `established`
+        c->disconnect_error = error;
+        return;
+    }
+    if (c->state != StartupState::established)
+        return;
+    if (!c->destroyed) {
+        CmEvent ev = make_event(*c, CmEventType::disconnected);
+        ev.error = error;
+        queue_event_locked(*c, std::move(ev));
+    }
+    connections_.erase(id);
+    if (ensure_running_locked() == 0)
+        wake();
+}
+
+void ConnectionManager::Loop::destroy(ConnectionId id)
+{
+    std::lock_guard lock(mu_);
+    Connection* c = find_locked(id);
+    if (!c)
+        return;
+    if (c->state == StartupState::handing_off) {
+        c->destroyed = true;  // finish_attach cleans up
+        c->visible = false;
+        return;
+    }
+    if (cm_owns_socket(c->state)) {
+        c->visible = false;
+        retire_locked(*c, true);
+        wake();
+        return;
+    }
+    connections_.erase(id);
+}
+
+// ---------------------------------------------------------------- facade
+
+ConnectionManager::ConnectionManager(CmSettings settings)
+    : settings_(std::move(settings)), loop_(std::make_unique<Loop>(settings_))
+{
+}
+
+ConnectionManager::~ConnectionManager() = default;
+
+int ConnectionManager::listen(const sockaddr* addr, socklen_t addr_len, int backlog,
+                              CmEventHandler handler, ListenerId* id, sockaddr_storage* bound)
+{
+    return loop_->listen(addr, addr_len, backlog, std::move(handler), id, bound);
+}
+
+int ConnectionManager::stop_listening(ListenerId id) { return loop_->stop_listening(id); }
+
+int ConnectionManager::accept(ConnectionId id, const AcceptArgs& args) { return loop_->accept(id, args); }
+
+int ConnectionManager::reject(ConnectionId id, std::span<const uint8_t> private_data)
+{
+    return loop_->reject(id, private_data);
+}
+
+int ConnectionManager::connect(const ConnectArgs& args, ConnectionId* id) { return loop_->connect(args, id); }
+
+int ConnectionManager::disconnect(ConnectionId id, DisconnectMode mode) { return loop_->disconnect(id, mode); }
+
+void ConnectionManager::notify_disconnected(ConnectionId id, int error)
+{
+    loop_->notify_disconnected(id, error);
+}
+
+void ConnectionManager::destroy(ConnectionId id) { loop_->destroy(id); }
+
+}  // namespace iwemu::cm

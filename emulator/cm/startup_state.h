@@ -1,0 +1,48 @@
+// The per-connection MPA startup state machine (RFC 5044 §7.1.2, RFC 6581
+// §9, seed-002 Rtr frame), as an enum and an explicit transition table.
+//
+//  active:   tcp_connecting -> sending_request -> awaiting_reply
+//              -> [sending_rtr_frame] -> handing_off -> established -> closed
+//              awaiting_reply -> sending_terminate -> closed   (no RTR / IRD)
+//  passive:  awaiting_request -> awaiting_ulp -> sending_reply
+//              -> [awaiting_rtr_frame] -> handing_off -> established -> closed
+//              awaiting_request | awaiting_ulp -> sending_reject -> closed
+//  any state -> closed (error, timeout, destroy)
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace iwemu::cm {
+
+enum class StartupState : uint8_t {
+    tcp_connecting,      // active: non-blocking connect() in progress
+    sending_request,     // active: writing the MPA Request
+    awaiting_reply,      // active: reading the MPA Reply (exact lengths)
+    sending_rtr_frame,   // active, seed-002: writing the Rtr frame
+    sending_terminate,   // active: writing Terminate LLP/MPA/0x06 or 0x07, then close
+    awaiting_request,    // passive: reading the MPA Request (exact lengths)
+    awaiting_ulp,        // passive: connect_request delivered, accept()/reject() pending
+    sending_reply,       // passive: writing the accepting Reply
+    awaiting_rtr_frame,  // passive, seed-002: reading the Rtr frame
+    sending_reject,      // passive: writing a Reply with R=1, then close
+    handing_off,         // out of the CM's epoll, Endpoint::attach running
+    established,         // the QP owns the socket
+    closed,
+};
+
+inline constexpr size_t startup_state_count = static_cast<size_t>(StartupState::closed) + 1;
+
+std::string_view to_string(StartupState state);
+
+// True if `from -> to` is a legal step.
+bool startup_transition_allowed(StartupState from, StartupState to);
+
+// States in which the CM still holds the socket in its epoll set.
+constexpr bool cm_owns_socket(StartupState s)
+{
+    return s != StartupState::handing_off && s != StartupState::established &&
+           s != StartupState::closed;
+}
+
+}  // namespace iwemu::cm
