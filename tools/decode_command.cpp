@@ -1,0 +1,173 @@
+// `iwemu decode [options] FILE|-`: read one direction of a TCP byte stream
+// (raw octets, e.g. tshark -T fields -e tcp.payload of one direction) and
+// decode it with stream_decoder.
+#include "tools/decode_command.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tools/stream_decoder.h"
+
+namespace iwemu::tools {
+namespace {
+
+constexpr int exit_usage = 1;
+
+bool parse_on_off(std::string_view v, bool& out)
+{
+    if (v == "on" || v == "1" || v == "yes") {
+        out = true;
+        return true;
+    }
+    if (v == "off" || v == "0" || v == "no") {
+        out = false;
+        return true;
+    }
+    return false;
+}
+
+bool parse_u32(std::string_view v, uint32_t& out)
+{
+    if (v.empty() || v.size() > 20)
+        return false;
+    const std::string s(v);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(s.c_str(), &end, 0);
+    if (errno || *end || s[0] == '-' || n > 0xFFFFFFFFull)
+        return false;
+    out = static_cast<uint32_t>(n);
+    return true;
+}
+
+bool read_all(std::FILE* f, std::vector<uint8_t>& data)
+{
+    uint8_t buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+        data.insert(data.end(), buf, buf + n);
+    return !std::ferror(f);
+}
+
+}  // namespace
+
+void print_decode_usage(bool to_stderr)
+{
+    std::fputs(
+        "usage: iwemu decode [options] FILE|-\n"
+        "\n"
+        "Decode one direction of an iWARP TCP byte stream (raw octets, from the first\n"
+        "octet of the MPA Request or Reply) into one line per MPA frame and FPDU:\n"
+        "flags and private data (RFC 6581 enhanced data), then each FPDU's stream\n"
+        "offset, ULPDU_Length, CRC verdict, markers, DDP and RDMAP fields.  Stops at\n"
+        "the first malformation and prints the Terminate code it implies.\n"
+        "\n"
+        "options:\n"
+        "  --crc on|off       CRC present and checked in FPDUs (default: the C bit of\n"
+        "                     the startup frame seen; on with --start fpdu)\n"
+        "  --markers on|off   markers in this direction (default off; the peer's M bit\n"
+        "                     decides, and it is in the other direction)\n"
+        "  --start mpa|fpdu   stream begins with an MPA frame (default) or at an FPDU\n"
+        "                     boundary in Full Operation\n"
+        "  --offset N         stream offset of the first FPDU octet relative to\n"
+        "                     SeqStart (marker phase; default 0)\n"
+        "  --rfc7306 on|off   accept RFC 7306 opcodes 0x8-0xB (default on)\n"
+        "  -h, --help         this text\n"
+        "\n"
+        "exit status: 0 whole stream decoded, 2 malformed or truncated stream,\n"
+        "1 usage or I/O error\n",
+        to_stderr ? stderr : stdout);
+}
+
+int decode_command(int argc, char** argv)
+{
+    DecodeOptions options;
+    const char* path = nullptr;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        auto value = [&](std::string_view& v) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "iwemu decode: %s needs a value\n", argv[i]);
+                return false;
+            }
+            v = argv[++i];
+            return true;
+        };
+        std::string_view v;
+        if (a == "-h" || a == "--help") {
+            print_decode_usage(false);
+            return 0;
+        } else if (a == "--crc") {
+            bool b;
+            if (!value(v) || !parse_on_off(v, b)) {
+                std::fputs("iwemu decode: --crc takes on or off\n", stderr);
+                return exit_usage;
+            }
+            options.crc = b;
+        } else if (a == "--markers") {
+            if (!value(v) || !parse_on_off(v, options.markers)) {
+                std::fputs("iwemu decode: --markers takes on or off\n", stderr);
+                return exit_usage;
+            }
+        } else if (a == "--rfc7306") {
+            if (!value(v) || !parse_on_off(v, options.rfc7306)) {
+                std::fputs("iwemu decode: --rfc7306 takes on or off\n", stderr);
+                return exit_usage;
+            }
+        } else if (a == "--start") {
+            if (!value(v))
+                return exit_usage;
+            if (v == "mpa") {
+                options.start = StreamStart::mpa;
+            } else if (v == "fpdu") {
+                options.start = StreamStart::fpdu;
+            } else {
+                std::fputs("iwemu decode: --start takes mpa or fpdu\n", stderr);
+                return exit_usage;
+            }
+        } else if (a == "--offset") {
+            if (!value(v) || !parse_u32(v, options.offset)) {
+                std::fputs("iwemu decode: --offset takes a number 0..4294967295\n", stderr);
+                return exit_usage;
+            }
+        } else if (a.size() > 1 && a[0] == '-') {
+            std::fprintf(stderr, "iwemu decode: unknown option %s\n", argv[i]);
+            print_decode_usage(true);
+            return exit_usage;
+        } else if (path) {
+            std::fputs("iwemu decode: one input only\n", stderr);
+            return exit_usage;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        print_decode_usage(true);
+        return exit_usage;
+    }
+
+    std::vector<uint8_t> data;
+    const bool from_stdin = std::string_view(path) == "-";
+    std::FILE* f = from_stdin ? stdin : std::fopen(path, "rb");
+    if (!f) {
+        std::fprintf(stderr, "iwemu decode: %s: %s\n", path, std::strerror(errno));
+        return exit_usage;
+    }
+    const bool ok = read_all(f, data);
+    if (!from_stdin)
+        std::fclose(f);
+    if (!ok) {
+        std::fprintf(stderr, "iwemu decode: %s: read error\n", path);
+        return exit_usage;
+    }
+    const int rc = decode_stream(data, options, stdout);
+    std::fflush(stdout);
+    return rc;
+}
+
+}  // namespace iwemu::tools
