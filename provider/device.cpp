@@ -84,6 +84,7 @@ void uninit_device(verbs_device* vdev) { free(reinterpret_cast<Device*>(vdev)); 
 void free_context(ibv_context* ibctx)
 {
     Context* ctx = to_context(ibctx);
+    unregister_context(ctx);
     if (ctx->async_writer >= 0) close(ctx->async_writer);
     verbs_uninit_context(&ctx->vctx);  // closes cmd_fd and async_fd
     free(ctx);
@@ -122,6 +123,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* private_data)
     verbs_set_ops(&ctx->vctx, &kContextOps);
     verbs_set_ops(&ctx->vctx, &kQueryOps);
     verbs_set_ops(&ctx->vctx, &kObjectOps);
+    register_context(ctx);
     return &ctx->vctx;
 }
 

@@ -35,6 +35,11 @@ inline Context* to_context(ibv_context* ctx)
 // blocks, never raises SIGPIPE).  element: ibv_qp*/ibv_cq*/ibv_srq* or port.
 void post_async_event(Context* ctx, uint64_t element, ibv_event_type type);
 
+// Async event routing (verbs_objects.cpp): a context receives the events of
+// the objects it created, and every port/device event.
+void register_context(Context* ctx);
+void unregister_context(Context* ctx);
+
 // Operation tables installed by alloc_context (one per file).
 extern const verbs_context_ops kQueryOps;
 extern const verbs_context_ops kObjectOps;

@@ -1,9 +1,580 @@
+// Verbs objects mapped onto the emulator: PD, MR, CQ (with completion
+// channels), QP, SRQ, and the async events they raise.  Each ibv_* object
+// libibverbs sees is the head of a provider struct that points at the
+// emulator object; the emulator object's user_context points back.  Nothing
+// here reaches the kernel (no ibv_cmd_*).  Conversions are field copies:
+// the emulator's enums carry the ibv_* numeric values (checked below).
+#include <dlfcn.h>
+#include <endian.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "emulator/emulator.h"
 #include "provider/provider.h"
 
 namespace iwemu::provider {
+namespace {
+
+// ---- 1:1 value checks (emulator/verbs_types.h promises ibv_* numbers) ----
+static_assert(static_cast<int>(WcStatus::wr_flush_err) == IBV_WC_WR_FLUSH_ERR);
+static_assert(static_cast<int>(WcStatus::general_err) == IBV_WC_GENERAL_ERR);
+static_assert(static_cast<int>(WcOpcode::recv) == IBV_WC_RECV);
+static_assert(static_cast<int>(WcOpcode::rdma_read) == IBV_WC_RDMA_READ);
+static_assert(static_cast<int>(WrOpcode::send_with_inv) == IBV_WR_SEND_WITH_INV);
+static_assert(static_cast<int>(WrOpcode::rdma_read) == IBV_WR_RDMA_READ);
+static_assert(send_signaled == IBV_SEND_SIGNALED && send_inline == IBV_SEND_INLINE);
+static_assert(access_remote_read == IBV_ACCESS_REMOTE_READ && access_zero_based == IBV_ACCESS_ZERO_BASED);
+static_assert(static_cast<int>(QpState::err) == IBV_QPS_ERR);
+static_assert(qp_attr_cap == IBV_QP_CAP && qp_attr_dest_qpn == IBV_QP_DEST_QPN);
+static_assert(static_cast<int>(AsyncEventType::gid_change) == IBV_EVENT_GID_CHANGE);
+static_assert(wc_with_inv == IBV_WC_WITH_INV && wc_with_imm == IBV_WC_WITH_IMM);
+static_assert(srq_attr_limit == IBV_SRQ_LIMIT);
+// ibv_sge is passed to the emulator as is.
+static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey) &&
+              offsetof(Sge, length) == offsetof(ibv_sge, length));
+
+Emulator& emu() { return Emulator::instance(); }
+
+// Returns a verbs-style result: 0, or a positive errno also left in errno
+// for the NULL-returning constructors.
+template <typename T>
+T* fail(int err)
+{
+    errno = err;
+    return nullptr;
+}
+
+struct Pd {
+    ibv_pd ibv;
+    ProtectionDomain* emu;
+};
+struct Mr {
+    verbs_mr vmr;
+    MemoryRegion* emu;
+};
+struct Cq {
+    ibv_cq ibv;
+    CompletionQueue* emu;
+    int channel_sender;  // our end of the completion channel, or -1
+};
+struct Srq {
+    ibv_srq ibv;
+    SharedReceiveQueue* emu;
+};
+struct Qp {
+    verbs_qp vqp;
+    QueuePair* emu;
+};
+
+Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+
+// ---- async events --------------------------------------------------------
+
+std::mutex g_contexts_lock;
+std::vector<Context*>& contexts()
+{
+    static auto* list = new std::vector<Context*>;
+    return *list;
+}
+
+ibv_context* owner_of(const AsyncEvent& ev)
+{
+    if (ev.qp && ev.qp->user_context) return static_cast<Qp*>(ev.qp->user_context)->vqp.qp.context;
+    if (ev.cq && ev.cq->user_context) return static_cast<Cq*>(ev.cq->user_context)->ibv.context;
+    if (ev.srq && ev.srq->user_context) return static_cast<Srq*>(ev.srq->user_context)->ibv.context;
+    return nullptr;
+}
+
+void on_async_event(const AsyncEvent& ev)
+{
+    const auto type = static_cast<ibv_event_type>(ev.type);
+    std::lock_guard lock(g_contexts_lock);
+    if (ibv_context* owner = owner_of(ev)) {
+        uint64_t element = ev.qp   ? reinterpret_cast<uintptr_t>(&static_cast<Qp*>(ev.qp->user_context)->vqp.qp)
+                           : ev.cq ? reinterpret_cast<uintptr_t>(&static_cast<Cq*>(ev.cq->user_context)->ibv)
+                                   : reinterpret_cast<uintptr_t>(&static_cast<Srq*>(ev.srq->user_context)->ibv);
+        post_async_event(to_context(owner), element, type);
+        return;
+    }
+    if (ev.qp || ev.cq || ev.srq) return;  // object not (or no longer) exposed
+    for (Context* ctx : contexts()) post_async_event(ctx, ev.port_num, type);  // port / device events
+}
+
+// ---- PD ------------------------------------------------------------------
+
+ibv_pd* alloc_pd(ibv_context*)
+{
+    auto* pd = static_cast<Pd*>(calloc(1, sizeof(Pd)));
+    if (!pd) return fail<ibv_pd>(ENOMEM);
+    if (int err = emu().alloc_pd(&pd->emu)) {
+        free(pd);
+        return fail<ibv_pd>(err);
+    }
+    pd->emu->user_context = pd;
+    pd->ibv.handle = pd->emu->handle();
+    return &pd->ibv;
+}
+
+int dealloc_pd(ibv_pd* ibpd)
+{
+    Pd* pd = to_pd(ibpd);
+    if (int err = emu().dealloc_pd(pd->emu)) return err;
+    free(pd);
+    return 0;
+}
+
+// ---- MR ------------------------------------------------------------------
+
+ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access)
+{
+    auto* mr = static_cast<Mr*>(calloc(1, sizeof(Mr)));
+    if (!mr) return fail<ibv_mr>(ENOMEM);
+    if (int err = emu().reg_mr(to_pd(ibpd)->emu, addr, length, hca_va, static_cast<uint32_t>(access), &mr->emu)) {
+        free(mr);
+        return fail<ibv_mr>(err);
+    }
+    mr->emu->user_context = mr;
+    mr->vmr.mr_type = IBV_MR_TYPE_MR;
+    mr->vmr.access = access;
+    mr->vmr.ibv_mr.lkey = mr->emu->lkey();
+    mr->vmr.ibv_mr.rkey = mr->emu->rkey();
+    mr->vmr.ibv_mr.handle = mr->emu->stag();
+    return &mr->vmr.ibv_mr;  // libibverbs fills context, pd, addr, length
+}
+
+int dereg_mr(verbs_mr* vmr)
+{
+    Mr* mr = reinterpret_cast<Mr*>(vmr);
+    if (int err = emu().dereg_mr(mr->emu)) return err;
+    free(mr);
+    return 0;
+}
+
+// ---- CQ and completion channels -------------------------------------------
+
+using ChannelSenderFn = int (*)(int);
+
+// The shim owns completion channels (it answered CREATE_COMP_CHANNEL); it
+// is preloaded, so its symbol is in the global scope (kernel-surface §7.3.30).
+int channel_sender_for(ibv_comp_channel* channel)
+{
+    static auto fn = reinterpret_cast<ChannelSenderFn>(dlsym(RTLD_DEFAULT, "iwemu_shim_comp_channel_sender"));
+    if (!fn) {
+        errno = EINVAL;
+        return -1;
+    }
+    return fn(channel->fd);
+}
+
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
+{
+    if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<ibv_cq>(EINVAL);
+    auto* cq = static_cast<Cq*>(calloc(1, sizeof(Cq)));
+    if (!cq) return fail<ibv_cq>(ENOMEM);
+    cq->channel_sender = -1;
+    if (channel && (cq->channel_sender = channel_sender_for(channel)) < 0) {
+        int err = errno;
+        free(cq);
+        return fail<ibv_cq>(err);
+    }
+    if (int err = emu().create_cq(static_cast<uint32_t>(cqe), &cq->emu)) {
+        if (cq->channel_sender >= 0) close(cq->channel_sender);
+        free(cq);
+        return fail<ibv_cq>(err);
+    }
+    cq->emu->user_context = cq;
+    cq->ibv.cqe = static_cast<int>(cq->emu->capacity());
+    cq->ibv.handle = 0;
+    if (cq->channel_sender >= 0) {
+        // One 8-byte ib_uverbs_comp_event_desc per armed completion; the
+        // element is the ibv_cq* ibv_get_cq_event hands back.
+        const int sender = cq->channel_sender;
+        const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
+        cq->emu->set_event_handler(
+            [sender, handle] { send(sender, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL); });
+    }
+    return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
+}
+
+int destroy_cq(ibv_cq* ibcq)
+{
+    Cq* cq = to_cq(ibcq);
+    if (int err = emu().destroy_cq(cq->emu)) return err;
+    if (cq->channel_sender >= 0) close(cq->channel_sender);
+    free(cq);
+    return 0;
+}
+
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc)
+{
+    constexpr int kBatch = 16;
+    Completion c[kBatch];
+    int total = 0;
+    while (total < num_entries) {
+        const int n = to_cq(ibcq)->emu->poll(c, std::min(kBatch, num_entries - total));
+        for (int i = 0; i < n; ++i) {
+            ibv_wc& w = wc[total + i];
+            w.wr_id = c[i].wr_id;
+            w.status = static_cast<ibv_wc_status>(c[i].status);
+            w.opcode = static_cast<ibv_wc_opcode>(c[i].opcode);
+            w.vendor_err = c[i].vendor_err;
+            w.byte_len = c[i].byte_len;
+            if (c[i].wc_flags & wc_with_imm)
+                w.imm_data = htobe32(c[i].imm_data_or_inv_rkey);
+            else
+                w.invalidated_rkey = c[i].imm_data_or_inv_rkey;
+            w.qp_num = c[i].qp_num;
+            w.src_qp = c[i].src_qp;
+            w.wc_flags = c[i].wc_flags;
+            w.pkey_index = 0;
+            w.slid = 0;
+            w.sl = 0;
+            w.dlid_path_bits = 0;
+        }
+        total += n;
+        if (n < kBatch) break;
+    }
+    return total;
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) { return to_cq(ibcq)->emu->req_notify(solicited_only != 0); }
+
+// ---- SRQ -----------------------------------------------------------------
+
+ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init)
+{
+    auto* srq = static_cast<Srq*>(calloc(1, sizeof(Srq)));
+    if (!srq) return fail<ibv_srq>(ENOMEM);
+    SrqAttr attr{init->attr.max_wr, init->attr.max_sge, init->attr.srq_limit};
+    if (int err = emu().create_srq(to_pd(ibpd)->emu, attr, &srq->emu)) {
+        free(srq);
+        return fail<ibv_srq>(err);
+    }
+    srq->emu->user_context = srq;
+    SrqAttr granted{};
+    if (srq->emu->query(&granted) == 0) {
+        init->attr.max_wr = granted.max_wr;
+        init->attr.max_sge = granted.max_sge;
+    }
+    srq->ibv.handle = 0;
+    return &srq->ibv;  // libibverbs fills context, srq_context, pd, mutex/cond
+}
+
+int destroy_srq(ibv_srq* ibsrq)
+{
+    Srq* srq = to_srq(ibsrq);
+    if (int err = emu().destroy_srq(srq->emu)) return err;
+    free(srq);
+    return 0;
+}
+
+int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask)
+{
+    return to_srq(ibsrq)->emu->modify({attr->max_wr, attr->max_sge, attr->srq_limit}, static_cast<uint32_t>(mask));
+}
+
+int query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr)
+{
+    SrqAttr a{};
+    if (int err = to_srq(ibsrq)->emu->query(&a)) return err;
+    attr->max_wr = a.max_wr;
+    attr->max_sge = a.max_sge;
+    attr->srq_limit = a.srq_limit;
+    return 0;
+}
+
+// Receive WRs go to the emulator in stack batches: no allocation on the
+// data path.  *bad names the first WR not posted.
+template <typename PostFn>
+int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad, PostFn post)
+{
+    constexpr size_t kBatch = 32;
+    RecvWr batch[kBatch];
+    ibv_recv_wr* src[kBatch];
+    while (wr) {
+        size_t n = 0;
+        for (; wr && n < kBatch; wr = wr->next, ++n) {
+            src[n] = wr;
+            batch[n].wr_id = wr->wr_id;
+            batch[n].sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
+            batch[n].num_sge = static_cast<uint32_t>(wr->num_sge);
+            if (wr->num_sge < 0) {
+                *bad = wr;
+                return EINVAL;
+            }
+        }
+        size_t failed = 0;
+        if (int err = post(batch, n, &failed)) {
+            *bad = src[std::min(failed, n - 1)];
+            return err;
+        }
+    }
+    return 0;
+}
+
+int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad)
+{
+    SharedReceiveQueue* srq = to_srq(ibsrq)->emu;
+    return post_recv_chain(wr, bad, [srq](const RecvWr* w, size_t n, size_t* f) { return srq->post_recv(w, n, f); });
+}
+
+// ---- QP ------------------------------------------------------------------
+
+ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* ibpd, ibv_qp_init_attr* init)
+{
+    if (init->qp_type != IBV_QPT_RC) return fail<ibv_qp>(EOPNOTSUPP);  // iWARP is RC only
+    if (!init->send_cq || !init->recv_cq) return fail<ibv_qp>(EINVAL);
+    auto* qp = static_cast<Qp*>(calloc(1, sizeof(Qp)));
+    if (!qp) return fail<ibv_qp>(ENOMEM);
+
+    QpInitAttr attr;
+    attr.send_cq = to_cq(init->send_cq)->emu;
+    attr.recv_cq = to_cq(init->recv_cq)->emu;
+    attr.srq = init->srq ? to_srq(init->srq)->emu : nullptr;
+    attr.cap = {init->cap.max_send_wr, init->cap.max_recv_wr, init->cap.max_send_sge, init->cap.max_recv_sge,
+                init->cap.max_inline_data};
+    attr.sq_sig_all = init->sq_sig_all != 0;
+    if (int err = emu().create_qp(to_pd(ibpd)->emu, attr, &qp->emu)) {
+        free(qp);
+        return fail<ibv_qp>(err);
+    }
+    qp->emu->user_context = qp;
+    init->cap.max_send_wr = attr.cap.max_send_wr;
+    init->cap.max_recv_wr = attr.cap.max_recv_wr;
+    init->cap.max_send_sge = attr.cap.max_send_sge;
+    init->cap.max_recv_sge = attr.cap.max_recv_sge;
+    init->cap.max_inline_data = attr.cap.max_inline_data;
+
+    // ibv_create_qp touches nothing after the op (kernel-surface §2.9).
+    ibv_qp& q = qp->vqp.qp;
+    q.context = ctx;
+    q.qp_context = init->qp_context;
+    q.pd = ibpd;
+    q.send_cq = init->send_cq;
+    q.recv_cq = init->recv_cq;
+    q.srq = init->srq;
+    q.handle = qp->emu->qp_num();
+    q.qp_num = qp->emu->qp_num();
+    q.state = IBV_QPS_RESET;
+    q.qp_type = IBV_QPT_RC;
+    q.events_completed = 0;
+    pthread_mutex_init(&q.mutex, nullptr);
+    pthread_cond_init(&q.cond, nullptr);
+    qp->vqp.comp_mask = 0;  // no ibv_qp_ex post API: ibv_qp_to_qp_ex() says so
+    return &q;
+}
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) { return create_qp_common(pd->context, pd, init); }
+
+ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* init_ex)
+{
+    // Only the fields of plain ibv_qp_init_attr plus the PD.
+    if (!(init_ex->comp_mask & IBV_QP_INIT_ATTR_PD) || (init_ex->comp_mask & ~uint32_t{IBV_QP_INIT_ATTR_PD}))
+        return fail<ibv_qp>(EOPNOTSUPP);
+    ibv_qp_init_attr init{};
+    init.qp_context = init_ex->qp_context;
+    init.send_cq = init_ex->send_cq;
+    init.recv_cq = init_ex->recv_cq;
+    init.srq = init_ex->srq;
+    init.cap = init_ex->cap;
+    init.qp_type = init_ex->qp_type;
+    init.sq_sig_all = init_ex->sq_sig_all;
+    ibv_qp* qp = create_qp_common(ctx, init_ex->pd, &init);
+    if (qp) init_ex->cap = init.cap;
+    return qp;
+}
+
+int destroy_qp(ibv_qp* ibqp)
+{
+    Qp* qp = to_qp(ibqp);
+    {
+        // An async event for this QP must not find it half-freed.
+        std::lock_guard lock(g_contexts_lock);
+        qp->emu->user_context = nullptr;
+    }
+    if (int err = emu().destroy_qp(qp->emu)) {
+        qp->emu->user_context = qp;
+        return err;
+    }
+    pthread_cond_destroy(&ibqp->cond);
+    pthread_mutex_destroy(&ibqp->mutex);
+    free(qp);
+    return 0;
+}
+
+void to_emu_attr(const ibv_qp_attr& a, QpAttr* out)
+{
+    out->qp_state = static_cast<QpState>(a.qp_state);
+    out->cur_qp_state = static_cast<QpState>(a.cur_qp_state);
+    out->path_mtu = a.path_mtu;
+    out->qp_access_flags = a.qp_access_flags;
+    out->cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
+    out->pkey_index = a.pkey_index;
+    out->en_sqd_async_notify = a.en_sqd_async_notify;
+    out->sq_draining = a.sq_draining;
+    out->max_rd_atomic = a.max_rd_atomic;
+    out->max_dest_rd_atomic = a.max_dest_rd_atomic;
+    out->port_num = a.port_num;
+    out->timeout = a.timeout;
+    out->retry_cnt = a.retry_cnt;
+    out->rnr_retry = a.rnr_retry;
+    out->min_rnr_timer = a.min_rnr_timer;
+    out->dest_qp_num = a.dest_qp_num;
+    out->rq_psn = a.rq_psn;
+    out->sq_psn = a.sq_psn;
+}
+
+int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
+{
+    QpAttr a;
+    to_emu_attr(*attr, &a);
+    return to_qp(ibqp)->emu->modify(a, static_cast<uint32_t>(mask));
+}
+
+int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init)
+{
+    QpAttr a;
+    QpInitAttr ia;
+    if (int err = to_qp(ibqp)->emu->query(&a, &ia)) return err;
+    std::memset(attr, 0, sizeof *attr);
+    attr->qp_state = static_cast<ibv_qp_state>(a.qp_state);
+    attr->cur_qp_state = static_cast<ibv_qp_state>(a.cur_qp_state);
+    attr->path_mtu = static_cast<ibv_mtu>(a.path_mtu);
+    attr->qp_access_flags = a.qp_access_flags;
+    attr->cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
+    attr->pkey_index = a.pkey_index;
+    attr->en_sqd_async_notify = a.en_sqd_async_notify;
+    attr->sq_draining = a.sq_draining;
+    attr->max_rd_atomic = a.max_rd_atomic;
+    attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+    attr->port_num = a.port_num;
+    attr->timeout = a.timeout;
+    attr->retry_cnt = a.retry_cnt;
+    attr->rnr_retry = a.rnr_retry;
+    attr->min_rnr_timer = a.min_rnr_timer;
+    attr->dest_qp_num = a.dest_qp_num;
+    attr->rq_psn = a.rq_psn;
+    attr->sq_psn = a.sq_psn;
+    if (init) {
+        std::memset(init, 0, sizeof *init);
+        init->qp_context = ibqp->qp_context;
+        init->send_cq = ibqp->send_cq;
+        init->recv_cq = ibqp->recv_cq;
+        init->srq = ibqp->srq;
+        init->cap = attr->cap;
+        init->qp_type = IBV_QPT_RC;
+        init->sq_sig_all = ia.sq_sig_all;
+    }
+    return 0;
+}
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad)
+{
+    constexpr size_t kBatch = 32;
+    SendWr batch[kBatch];
+    ibv_send_wr* src[kBatch];
+    QueuePair* qp = to_qp(ibqp)->emu;
+    while (wr) {
+        size_t n = 0;
+        for (; wr && n < kBatch; wr = wr->next, ++n) {
+            if (wr->num_sge < 0) {
+                *bad = wr;
+                return EINVAL;
+            }
+            src[n] = wr;
+            SendWr& s = batch[n];
+            s.wr_id = wr->wr_id;
+            s.opcode = static_cast<WrOpcode>(wr->opcode);
+            s.send_flags = wr->send_flags;
+            s.sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
+            s.num_sge = static_cast<uint32_t>(wr->num_sge);
+            s.remote_addr = wr->wr.rdma.remote_addr;
+            s.rkey = wr->wr.rdma.rkey;
+            s.invalidate_rkey = 0;
+            s.imm_data = 0;
+            switch (wr->opcode) {
+            case IBV_WR_SEND_WITH_INV:
+            case IBV_WR_LOCAL_INV:
+                s.invalidate_rkey = wr->invalidate_rkey;
+                break;
+            case IBV_WR_SEND_WITH_IMM:
+            case IBV_WR_RDMA_WRITE_WITH_IMM:
+                s.imm_data = be32toh(wr->imm_data);
+                break;
+            default:
+                break;
+            }
+        }
+        size_t failed = 0;
+        if (int err = qp->post_send(batch, n, &failed)) {
+            *bad = src[std::min(failed, n - 1)];
+            return err;
+        }
+    }
+    return 0;
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad)
+{
+    QueuePair* qp = to_qp(ibqp)->emu;
+    return post_recv_chain(wr, bad, [qp](const RecvWr* w, size_t n, size_t* f) { return qp->post_recv(w, n, f); });
+}
+
+void async_event(ibv_context*, ibv_async_event*) {}  // accounting lives in libibverbs' ack path
+void cq_event(ibv_cq*) {}
+
+}  // namespace
+
+void register_context(Context* ctx)
+{
+    static std::once_flag once;
+    std::call_once(once, [] { emu().set_async_event_handler(on_async_event); });
+    std::lock_guard lock(g_contexts_lock);
+    contexts().push_back(ctx);
+}
+
+void unregister_context(Context* ctx)
+{
+    std::lock_guard lock(g_contexts_lock);
+    auto& list = contexts();
+    list.erase(std::remove(list.begin(), list.end(), ctx), list.end());
+}
 
 const verbs_context_ops kObjectOps = [] {
     verbs_context_ops ops{};
+    ops.alloc_pd = alloc_pd;
+    ops.dealloc_pd = dealloc_pd;
+    ops.reg_mr = reg_mr;
+    ops.dereg_mr = dereg_mr;
+    ops.create_cq = create_cq;
+    ops.destroy_cq = destroy_cq;
+    ops.poll_cq = poll_cq;
+    ops.req_notify_cq = req_notify_cq;
+    ops.cq_event = cq_event;
+    ops.create_srq = create_srq;
+    ops.destroy_srq = destroy_srq;
+    ops.modify_srq = modify_srq;
+    ops.query_srq = query_srq;
+    ops.post_srq_recv = post_srq_recv;
+    ops.create_qp = create_qp;
+    ops.create_qp_ex = create_qp_ex;
+    ops.destroy_qp = destroy_qp;
+    ops.modify_qp = modify_qp;
+    ops.query_qp = query_qp;
+    ops.post_send = post_send;
+    ops.post_recv = post_recv;
+    ops.async_event = async_event;
     return ops;
 }();
 
