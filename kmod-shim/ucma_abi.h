@@ -12,6 +12,28 @@
 
 #include <rdma/rdma_user_cm.h>
 
+// enum rdma_cm_event_type (librdmacm's <rdma/rdma_cma.h>; the kernel's
+// enum rdma_cm_event_type has the same numbers).  Declared here so the shim
+// does not depend on librdmacm's headers.
+enum : uint32_t {
+    RDMA_CM_EVENT_ADDR_RESOLVED = 0,
+    RDMA_CM_EVENT_ADDR_ERROR = 1,
+    RDMA_CM_EVENT_ROUTE_RESOLVED = 2,
+    RDMA_CM_EVENT_ROUTE_ERROR = 3,
+    RDMA_CM_EVENT_CONNECT_REQUEST = 4,
+    RDMA_CM_EVENT_CONNECT_RESPONSE = 5,
+    RDMA_CM_EVENT_CONNECT_ERROR = 6,
+    RDMA_CM_EVENT_UNREACHABLE = 7,
+    RDMA_CM_EVENT_REJECTED = 8,
+    RDMA_CM_EVENT_ESTABLISHED = 9,
+    RDMA_CM_EVENT_DISCONNECTED = 10,
+    RDMA_CM_EVENT_DEVICE_REMOVAL = 11,
+    RDMA_CM_EVENT_MULTICAST_JOIN = 12,
+    RDMA_CM_EVENT_MULTICAST_ERROR = 13,
+    RDMA_CM_EVENT_ADDR_CHANGE = 14,
+    RDMA_CM_EVENT_TIMEWAIT_EXIT = 15,
+};
+
 namespace iwemu::shim::abi {
 
 inline constexpr unsigned cmd_count = RDMA_USER_CM_CMD_JOIN_MCAST + 1;  // 23

@@ -11,7 +11,7 @@
 #include <deque>
 #include <memory>
 
-#include <rdma/rdma_user_cm.h>
+#include "kmod-shim/ucma_abi.h"
 
 namespace iwemu::shim {
 

@@ -23,8 +23,8 @@ constexpr Transition transitions[] = {
     {S::addr_resolved, S::route_query},{S::route_query, S::route_resolved},
     {S::route_query, S::addr_resolved},// ROUTE_ERROR
     {S::route_resolved, S::connect},   {S::connect, S::disconnect},
-    {S::connect, S::route_resolved},   // active connect failed: may retry CONNECT? kernel: no;
-                                       // kept for REJECTED/UNREACHABLE bookkeeping
+    {S::connect, S::route_resolved},   // CONNECT could not start (no QP, bad address)
+    {S::listen, S::addr_bound},        // LISTEN could not start
     {S::disconnect, S::disconnect},    {S::connect, S::connect},
     {S::listen, S::listen},
 };
@@ -65,7 +65,8 @@ std::map<uint32_t, std::unique_ptr<UcmaId>>& ucma_id_table() {
 }
 
 UcmaId* ucma_id_create(UcmaFile* file) {
-    // Like the kernel's xarray: the lowest free number (ids start at 0).
+    // Ids start at 0 like the kernel's, but are not reused at once: a stale
+    // handle held by a CM callback then finds nothing instead of a new id.
     static uint32_t next = 0;
     auto& table = ucma_id_table();
     uint32_t handle = next;
@@ -100,6 +101,24 @@ void ucma_id_erase(uint32_t handle) {
     if (it->second->port_fd >= 0) ::close(it->second->port_fd);
     table.erase(it);
 }
+
+namespace {
+std::map<uint64_t, uint32_t>& conn_table() {
+    static auto* table = new std::map<uint64_t, uint32_t>;
+    return *table;
+}
+}  // namespace
+
+void ucma_conn_bind(uint64_t connection, uint32_t handle) {
+    if (connection) conn_table()[connection] = handle;
+}
+
+uint32_t ucma_conn_find(uint64_t connection) {
+    auto it = conn_table().find(connection);
+    return it == conn_table().end() ? no_handle : it->second;
+}
+
+void ucma_conn_unbind(uint64_t connection) { conn_table().erase(connection); }
 
 bool ucma_id_set_state(UcmaId& id, CmIdState to) {
     if (!cm_id_transition_allowed(id.state, to)) return false;

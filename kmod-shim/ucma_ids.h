@@ -87,6 +87,13 @@ void ucma_id_for_each(Fn&& fn) {
     for (auto& [handle, id] : ucma_id_table()) fn(*id);
 }
 
+// CM connection id -> rdma_cm id (passive children before ACCEPT report
+// through their listener's handler).
+void ucma_conn_bind(uint64_t connection, uint32_t handle);
+uint32_t ucma_conn_find(uint64_t connection);  // 0xFFFFFFFF if unknown
+void ucma_conn_unbind(uint64_t connection);
+inline constexpr uint32_t no_handle = 0xFFFFFFFF;
+
 // Moves an id to `to` with a check against the transition table; returns
 // false (state unchanged) when the table forbids it.
 bool ucma_id_set_state(UcmaId& id, CmIdState to);

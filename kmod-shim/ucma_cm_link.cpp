@@ -1,0 +1,249 @@
+#include "kmod-shim/ucma_cm_link.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+#include "emulator/emulator.h"
+#include "emulator/qp.h"
+#include "kmod-shim/ucma_abi.h"
+#include "kmod-shim/ucma_address.h"
+#include "kmod-shim/ucma_events.h"
+#include "kmod-shim/ucma_ids.h"
+
+namespace iwemu::shim {
+
+namespace {
+
+cm::CmSettings settings_from(const Emulator& emu) {
+    const Config& cfg = emu.config();
+    cm::CmSettings s;
+    s.mpa_revision = cfg.mpa_revision;
+    s.crc = cfg.crc;
+    s.markers = cfg.markers;
+    s.peer_to_peer = cfg.seed_rtr_frame ? cm::PeerToPeerMode::seed002
+                     : cfg.peer_to_peer ? cm::PeerToPeerMode::rfc6581
+                                        : cm::PeerToPeerMode::off;
+    std::string_view rtr = cfg.rtr_types;
+    s.rtr.zero_length_send = rtr.find("send") != std::string_view::npos;
+    s.rtr.zero_length_write = rtr.find("write") != std::string_view::npos;
+    s.rtr.zero_length_read = rtr.find("read") != std::string_view::npos;
+    s.mpa_timeout = std::chrono::milliseconds(cfg.mpa_timeout_ms);
+    s.max_ird = static_cast<uint16_t>(std::min<uint32_t>(emu.device_attributes().max_qp_rd_atom, 0xFFFF));
+    s.max_ord = static_cast<uint16_t>(std::min<uint32_t>(emu.device_attributes().max_qp_init_rd_atom, 0xFFFF));
+    return s;
+}
+
+cm::ConnectionManager& cm_instance() {
+    // Leaked on purpose (see ucma_cm_link.h).
+    static cm::ConnectionManager* cm = new cm::ConnectionManager(settings_from(Emulator::instance()));
+    return *cm;
+}
+
+uint8_t clamp_rd(uint16_t v) {
+    if (v == cm::ird_ord_not_negotiated) return ucma_device_max_rd_atom();
+    return static_cast<uint8_t>(std::min<uint16_t>(v, 255));
+}
+
+void copy_private_data(const std::vector<uint8_t>& from, rdma_ucm_conn_param* to) {
+    size_t n = std::min<size_t>(from.size(), RDMA_MAX_PRIVATE_DATA - 1);  // u8 length field
+    std::memcpy(to->private_data, from.data(), n);
+    to->private_data_len = static_cast<uint8_t>(n);
+}
+
+// The event an active id's connection attempt ends with (cma_iw_handler's
+// CONNECT_REPLY switch, with the CM's finer failure kinds).
+struct Outcome {
+    uint32_t event;
+    int32_t status;
+};
+Outcome failure_outcome(const cm::CmEvent& ev) {
+    switch (ev.type) {
+    case cm::CmEventType::rejected: return {RDMA_CM_EVENT_REJECTED, -ECONNREFUSED};
+    case cm::CmEventType::connection_refused: return {RDMA_CM_EVENT_REJECTED, -ECONNREFUSED};
+    case cm::CmEventType::unreachable:
+        return {RDMA_CM_EVENT_UNREACHABLE, -(ev.error ? ev.error : EHOSTUNREACH)};
+    case cm::CmEventType::timeout: return {RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT};
+    default:
+        if (ev.error == ECONNRESET || ev.error == ECONNREFUSED)
+            return {RDMA_CM_EVENT_REJECTED, -ev.error};
+        return {RDMA_CM_EVENT_CONNECT_ERROR, -(ev.error ? ev.error : EPROTO)};
+    }
+}
+
+// A connect_request on listener `listener`: a new child id, and the
+// CONNECT_REQUEST event on the listener's file.  Returns false when the
+// request must be refused (listener gone or backlog full).  ucma_lock() held.
+bool on_connect_request(UcmaId& listener, const cm::CmEvent& ev) {
+    if (listener.state != CmIdState::listen || listener.file->closed) return false;
+    if (listener.backlog_used >= listener.backlog) return false;
+    UcmaId* child = ucma_id_create(listener.file);
+    child->ps = listener.ps;
+    child->qp_type = listener.qp_type;
+    child->state = CmIdState::connect;
+    child->is_child = true;
+    child->listener_handle = listener.handle;
+    child->src = ev.local_address;
+    child->dst = ev.peer_address;
+    child->device_bound = true;
+    child->has_iw_cm_id = true;
+    child->cm_connection = ev.connection;
+    ucma_conn_bind(ev.connection, child->handle);
+    ++listener.backlog_used;
+
+    UcmaEvent out;
+    out.handle = listener.handle;
+    out.child = child->handle;
+    out.event = RDMA_CM_EVENT_CONNECT_REQUEST;
+    copy_private_data(ev.private_data, &out.conn);
+    // iw_conn_req_handler: the peer's IRD bounds our reads, its ORD our responder resources.
+    out.conn.initiator_depth = clamp_rd(ev.ird);
+    out.conn.responder_resources = clamp_rd(ev.ord);
+    out.conn.valid = 1;
+    listener.file->push(out);
+    return true;
+}
+
+// Later events of one connection, for the id that owns it.  ucma_lock() held.
+void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
+    UcmaEvent out;
+    out.handle = id.handle;
+    switch (ev.type) {
+    case cm::CmEventType::established:
+        out.event = RDMA_CM_EVENT_ESTABLISHED;
+        if (!id.is_child) copy_private_data(ev.private_data, &out.conn);
+        out.conn.initiator_depth = clamp_rd(ev.ird);
+        out.conn.responder_resources = clamp_rd(ev.ord);
+        break;
+    case cm::CmEventType::disconnected:
+        out.event = RDMA_CM_EVENT_DISCONNECTED;
+        break;
+    case cm::CmEventType::connect_request:
+        return;  // only listeners get these
+    default: {
+        Outcome o = failure_outcome(ev);
+        out.event = o.event;
+        out.status = o.status;
+        if (ev.type == cm::CmEventType::rejected) copy_private_data(ev.private_data, &out.conn);
+        break;
+    }
+    }
+    bool terminal = ev.type != cm::CmEventType::established;
+    if (terminal) {
+        ucma_conn_unbind(id.cm_connection);
+        id.cm_connection = 0;
+        if (id.state == CmIdState::connect) ucma_id_set_state(id, CmIdState::disconnect);
+    }
+    // A child the application never accepted has no uid: the kernel drops
+    // its events (the CONNECT_REQUEST itself still goes out).
+    if (id.uid == 0) return;
+    id.file->push(out);
+}
+
+}  // namespace
+
+uint8_t ucma_device_max_rd_atom() {
+    uint32_t v = Emulator::instance().device_attributes().max_qp_rd_atom;
+    return static_cast<uint8_t>(std::clamp<uint32_t>(v, 1, 255));
+}
+
+int ucma_cm_listen(const sockaddr_storage& addr, int backlog, cm::CmEventHandler handler,
+                   cm::ListenerId* id, sockaddr_storage* bound) {
+    return cm_instance().listen(reinterpret_cast<const sockaddr*>(&addr), sockaddr_size(addr.ss_family),
+                                backlog, std::move(handler), id, bound);
+}
+
+int ucma_cm_stop_listening(cm::ListenerId id) { return cm_instance().stop_listening(id); }
+
+int ucma_cm_connect(const cm::ConnectArgs& args, cm::ConnectionId* id) {
+    return cm_instance().connect(args, id);
+}
+
+int ucma_cm_accept(cm::ConnectionId id, const cm::AcceptArgs& args) {
+    return cm_instance().accept(id, args);
+}
+
+int ucma_cm_reject(cm::ConnectionId id, std::span<const uint8_t> private_data) {
+    return cm_instance().reject(id, private_data);
+}
+
+int ucma_cm_disconnect(cm::ConnectionId id, cm::DisconnectMode mode) {
+    return cm_instance().disconnect(id, mode);
+}
+
+void ucma_cm_destroy(cm::ConnectionId id) { cm_instance().destroy(id); }
+
+int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint) {
+    std::shared_ptr<QueuePair> qp = Emulator::instance().find_qp(qp_num);
+    if (!qp) return -EINVAL;  // as iw_cm_connect / iw_cm_accept for an unknown QP
+    std::weak_ptr<QueuePair> weak = qp;
+    endpoint->attach = [weak](cm::ConnectionId conn, const ConnectionParams& params) -> int {
+        std::shared_ptr<QueuePair> qp = weak.lock();
+        if (!qp) return -EINVAL;  // destroyed during startup
+        // The QP reports the end of the stream; the CM turns it into the
+        // one `disconnected` event (rdma_cm DISCONNECTED).
+        qp->set_connection_event_handler([conn](QpConnectionEvent ev) {
+            switch (ev) {
+            case QpConnectionEvent::established: return;
+            case QpConnectionEvent::peer_closed: cm_instance().notify_disconnected(conn, 0); return;
+            case QpConnectionEvent::terminated:
+                cm_instance().notify_disconnected(conn, ECONNABORTED);
+                return;
+            case QpConnectionEvent::connection_error:
+                cm_instance().notify_disconnected(conn, ECONNRESET);
+                return;
+            }
+        });
+        return qp->attach_connection(params);
+    };
+    endpoint->disconnect = [weak](cm::ConnectionId, cm::DisconnectMode mode) {
+        if (std::shared_ptr<QueuePair> qp = weak.lock()) {
+            if (mode == cm::DisconnectMode::graceful)
+                qp->disconnect();
+            else
+                qp->abort();
+        }
+    };
+    return 0;
+}
+
+void ucma_on_cm_event(uint32_t handle, const cm::CmEvent& ev) {
+    bool refuse = false;
+    {
+        std::lock_guard lock(ucma_lock());
+        UcmaId* id = ucma_id_find(handle);
+        if (id && id->state != CmIdState::destroying) {
+            if (ev.type == cm::CmEventType::connect_request) {
+                refuse = !on_connect_request(*id, ev);
+            } else {
+                // A listener's handler also carries its children's events
+                // until ACCEPT installs the child's own handler.
+                UcmaId* target = id;
+                if (id->state == CmIdState::listen || id->cm_listener) {
+                    uint32_t child = ucma_conn_find(ev.connection);
+                    target = child == no_handle ? nullptr : ucma_id_find(child);
+                }
+                if (target && target->cm_connection == ev.connection)
+                    on_connection_event(*target, ev);
+                else if (target && !target->cm_connection && target->state == CmIdState::connect &&
+                         !target->is_child) {
+                    // Active id whose CONNECT has not stored the connection id yet.
+                    target->cm_connection = ev.connection;
+                    ucma_conn_bind(ev.connection, target->handle);
+                    on_connection_event(*target, ev);
+                }
+            }
+        } else if (ev.type == cm::CmEventType::connect_request) {
+            refuse = true;
+        }
+    }
+    if (refuse) {
+        // Backlog full or listener gone: the peer sees an MPA reject
+        // (the kernel's iw_cm rejects such requests too).
+        cm_instance().reject(ev.connection, {});
+    }
+}
+
+}  // namespace iwemu::shim

@@ -1,0 +1,84 @@
+// The ucma_device.h contract: open rdma_cm files by fd number.
+#include "kmod-shim/ucma_device.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kmod-shim/ucma_commands.h"
+#include "kmod-shim/ucma_events.h"
+#include "kmod-shim/ucma_ids.h"
+
+namespace iwemu::shim {
+
+namespace {
+
+// ucma_owns() runs for every interposed write(): a lock-free flag per fd
+// below this bound, the locked map beyond it.
+constexpr int fast_fds = 4096;
+std::atomic<bool> owned_fast[fast_fds];
+
+std::map<int, std::shared_ptr<UcmaFile>>& files() {
+    static auto* table = new std::map<int, std::shared_ptr<UcmaFile>>;  // outlives exit handlers
+    return *table;
+}
+
+void mark(int fd, bool owned) {
+    if (fd >= 0 && fd < fast_fds) owned_fast[fd].store(owned, std::memory_order_release);
+}
+
+}  // namespace
+
+std::shared_ptr<UcmaFile> ucma_file_by_fd(int fd) {
+    std::lock_guard lock(ucma_lock());
+    auto it = files().find(fd);
+    return it == files().end() ? nullptr : it->second;
+}
+
+int ucma_open(int open_flags) {
+    auto file = ucma_file_create(open_flags);
+    if (!file) return -1;
+    std::lock_guard lock(ucma_lock());
+    files()[file->fd] = file;
+    mark(file->fd, true);
+    return file->fd;
+}
+
+bool ucma_owns(int fd) {
+    if (fd >= 0 && fd < fast_fds) return owned_fast[fd].load(std::memory_order_acquire);
+    std::lock_guard lock(ucma_lock());
+    return files().count(fd) != 0;
+}
+
+ssize_t ucma_write(int fd, const void* buf, size_t len) {
+    std::shared_ptr<UcmaFile> file = ucma_file_by_fd(fd);
+    if (!file) {
+        errno = EBADF;
+        return -1;
+    }
+    int rc = ucma_execute(file, buf, len);
+    if (rc < 0) {
+        errno = -rc;
+        return -1;
+    }
+    return static_cast<ssize_t>(len);
+}
+
+void ucma_close(int fd) {
+    std::shared_ptr<UcmaFile> file;
+    {
+        std::lock_guard lock(ucma_lock());
+        auto it = files().find(fd);
+        if (it == files().end()) return;
+        file = it->second;
+        files().erase(it);
+        mark(fd, false);
+    }
+    ucma_destroy_file_ids(file.get());
+}
+
+}  // namespace iwemu::shim
