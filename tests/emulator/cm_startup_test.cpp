@@ -1,0 +1,1090 @@
+// Connection setup over real loopback TCP: two ConnectionManagers (or one and
+// a raw socket playing a peer byte by byte), MPA startup, hand-off of the
+// socket to an Endpoint.  Every wait is bounded.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emulator/cm/connection_manager.h"
+#include "emulator/wire/fpdu.h"
+#include "emulator/wire/mpa_frame.h"
+#include "emulator/wire/terminate_message.h"
+
+namespace iwemu::cm {
+namespace {
+
+using namespace std::chrono_literals;
+using Bytes = std::vector<uint8_t>;
+
+constexpr auto wait_limit = 5s;
+
+Bytes bytes_of(std::string_view s) { return Bytes(s.begin(), s.end()); }
+
+// Collects a handler's events; waits are bounded.
+class EventLog {
+public:
+    CmEventHandler handler()
+    {
+        return [this](const CmEvent& ev) {
+            std::lock_guard lock(mu_);
+            events_.push_back(ev);
+            cv_.notify_all();
+        };
+    }
+    // First event of `type`, removed from the log.
+    std::optional<CmEvent> wait(CmEventType type, std::chrono::milliseconds limit = wait_limit)
+    {
+        std::unique_lock lock(mu_);
+        std::optional<CmEvent> out;
+        cv_.wait_for(lock, limit, [&] {
+            for (auto it = events_.begin(); it != events_.end(); ++it)
+                if (it->type == type) {
+                    out = *it;
+                    events_.erase(it);
+                    return true;
+                }
+            return false;
+        });
+        return out;
+    }
+    // Any event, removed from the log.
+    std::optional<CmEvent> next(std::chrono::milliseconds limit = wait_limit)
+    {
+        std::unique_lock lock(mu_);
+        if (!cv_.wait_for(lock, limit, [&] { return !events_.empty(); }))
+            return std::nullopt;
+        CmEvent ev = events_.front();
+        events_.pop_front();
+        return ev;
+    }
+    size_t size()
+    {
+        std::lock_guard lock(mu_);
+        return events_.size();
+    }
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<CmEvent> events_;
+};
+
+// Stands in for a QP: takes the socket and remembers the parameters.
+class AttachLog {
+public:
+    ~AttachLog()
+    {
+        for (const auto& a : attached_)
+            ::close(a.params.fd);
+    }
+    Endpoint endpoint(int rc = 0)
+    {
+        Endpoint e;
+        e.attach = [this, rc](ConnectionId id, const ConnectionParams& p) {
+            if (rc != 0)
+                return rc;
+            std::lock_guard lock(mu_);
+            attached_.push_back({id, p});
+            cv_.notify_all();
+            return 0;
+        };
+        e.disconnect = [this](ConnectionId id, DisconnectMode mode) {
+            std::lock_guard lock(mu_);
+            disconnects_.push_back({id, mode});
+        };
+        return e;
+    }
+    struct Attached {
+        ConnectionId id;
+        ConnectionParams params;
+    };
+    std::optional<Attached> wait(std::chrono::milliseconds limit = wait_limit)
+    {
+        std::unique_lock lock(mu_);
+        if (!cv_.wait_for(lock, limit, [&] { return taken_ < attached_.size(); }))
+            return std::nullopt;
+        return attached_[taken_++];
+    }
+    std::vector<std::pair<ConnectionId, DisconnectMode>> disconnects()
+    {
+        std::lock_guard lock(mu_);
+        return disconnects_;
+    }
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<Attached> attached_;
+    size_t taken_ = 0;
+    std::vector<std::pair<ConnectionId, DisconnectMode>> disconnects_;
+};
+
+sockaddr_storage loopback(uint16_t port = 0)
+{
+    sockaddr_storage ss{};
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(port);
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return ss;
+}
+
+uint16_t port_of(const sockaddr_storage& ss) { return ntohs(reinterpret_cast<const sockaddr_in&>(ss).sin_port); }
+
+sockaddr_storage listen_loopback(ConnectionManager& cm, EventLog& log, ListenerId* id)
+{
+    const sockaddr_storage any = loopback();
+    sockaddr_storage bound{};
+    EXPECT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 16, log.handler(), id, &bound), 0);
+    return bound;
+}
+
+// A port with nobody listening: bind, note the port, close.
+uint16_t closed_port()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_storage ss = loopback();
+    ::bind(fd, reinterpret_cast<sockaddr*>(&ss), sizeof(sockaddr_in));
+    socklen_t len = sizeof(ss);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    ::close(fd);
+    return port_of(ss);
+}
+
+// ---- raw peer helpers (blocking sockets with a receive timeout) -------------
+
+void set_timeouts(int fd)
+{
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int raw_connect(const sockaddr_storage& to)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    set_timeouts(fd);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(sockaddr_in)) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int raw_listen(sockaddr_storage* bound)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_storage ss = loopback();
+    ::bind(fd, reinterpret_cast<sockaddr*>(&ss), sizeof(sockaddr_in));
+    ::listen(fd, 4);
+    socklen_t len = sizeof(*bound);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(bound), &len);
+    return fd;
+}
+
+int raw_accept(int lfd)
+{
+    pollfd p{lfd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1)
+        return -1;
+    const int fd = ::accept(lfd, nullptr, nullptr);
+    if (fd >= 0)
+        set_timeouts(fd);
+    return fd;
+}
+
+bool write_all(int fd, const Bytes& b)
+{
+    size_t off = 0;
+    while (off < b.size()) {
+        const ssize_t n = ::send(fd, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            return false;
+        off += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+// Exactly n octets, or what arrived before EOF / the 5 s timeout.
+Bytes read_n(int fd, size_t n)
+{
+    Bytes b(n);
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::recv(fd, b.data() + got, n - got, 0);
+        if (r <= 0)
+            break;
+        got += static_cast<size_t>(r);
+    }
+    b.resize(got);
+    return b;
+}
+
+// Reads one startup frame (header, then PD_Length octets).
+std::optional<Bytes> read_frame(int fd)
+{
+    Bytes h = read_n(fd, 20);
+    if (h.size() != 20)
+        return std::nullopt;
+    const size_t pd = (size_t{h[18]} << 8) | h[19];
+    Bytes p = read_n(fd, pd);
+    if (p.size() != pd)
+        return std::nullopt;
+    h.insert(h.end(), p.begin(), p.end());
+    return h;
+}
+
+// True when the peer closed (EOF or reset) within the limit.
+bool peer_closes(int fd, std::chrono::milliseconds limit = wait_limit)
+{
+    pollfd p{fd, POLLIN, 0};
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (::poll(&p, 1, 100) == 1) {
+            uint8_t buf[256];
+            const ssize_t r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                return true;
+        }
+    }
+    return false;
+}
+
+Bytes encode(const wire::MpaFrame& f)
+{
+    Bytes b(600);
+    b.resize(wire::encode_mpa_frame(f, b));
+    return b;
+}
+
+wire::MpaFrame parse(const Bytes& b, wire::MpaFrameType type)
+{
+    const wire::MpaParseResult r = wire::parse_mpa_frame(b, type);
+    EXPECT_EQ(r.status, wire::MpaParseStatus::complete);
+    return r.frame;
+}
+
+ConnectArgs connect_args(const sockaddr_storage& to, EventLog& log, AttachLog& qp, const Bytes& pd = {},
+                         uint16_t ird = 8, uint16_t ord = 8)
+{
+    ConnectArgs a;
+    a.remote = to;
+    a.private_data = pd;
+    a.ird = ird;
+    a.ord = ord;
+    a.endpoint = qp.endpoint();
+    a.handler = log.handler();
+    return a;
+}
+
+// Both fds of a handed-off pair talk to each other.
+void expect_connected(int a, int b)
+{
+    const Bytes ping = bytes_of("ping");
+    ASSERT_TRUE(write_all(a, ping));
+    pollfd p{b, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    Bytes got(4);
+    ASSERT_EQ(::recv(b, got.data(), got.size(), 0), 4);
+    EXPECT_EQ(got, ping);
+}
+
+// A complete CM <-> CM connection with the given settings on each side.
+struct Pair {
+    EventLog server_log, client_log;
+    AttachLog server_qp, client_qp;
+    ConnectionManager server, client;
+    ListenerId listener = 0;
+    sockaddr_storage addr{};
+    std::optional<AttachLog::Attached> s, c;
+    std::optional<CmEvent> s_est, c_est, request;
+
+    Pair(CmSettings server_settings, CmSettings client_settings)
+        : server(server_settings), client(client_settings)
+    {
+        addr = listen_loopback(server, server_log, &listener);
+    }
+
+    void connect_and_accept(const Bytes& req_pd = {}, const Bytes& rep_pd = {})
+    {
+        ConnectionId cid = 0;
+        ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp, req_pd), &cid), 0);
+        request = server_log.wait(CmEventType::connect_request);
+        ASSERT_TRUE(request);
+        AcceptArgs aa;
+        aa.ird = 8;
+        aa.ord = 8;
+        aa.private_data = rep_pd;
+        aa.endpoint = server_qp.endpoint();
+        ASSERT_EQ(server.accept(request->connection, aa), 0);
+        c = client_qp.wait();
+        s = server_qp.wait();
+        ASSERT_TRUE(c && s);
+        c_est = client_log.wait(CmEventType::established);
+        s_est = server_log.wait(CmEventType::established);
+        ASSERT_TRUE(c_est && s_est);
+        EXPECT_EQ(c_est->connection, cid);
+    }
+};
+
+// ---------------------------------------------------------------- CM <-> CM
+
+TEST(CmStartup, AcceptCarriesPrivateDataBothWaysAndHandsOffConnectedSockets)
+{
+    Pair p({}, {});
+    p.connect_and_accept(bytes_of("hello from the initiator"), bytes_of("welcome"));
+    EXPECT_EQ(p.request->private_data, bytes_of("hello from the initiator"));
+    EXPECT_EQ(p.request->mpa_revision, 2);
+    EXPECT_TRUE(p.request->peer_to_peer);
+    EXPECT_EQ(p.request->ird, 8);
+    EXPECT_EQ(p.request->ord, 8);
+    EXPECT_EQ(p.request->max_reply_private_data, 508u);
+    EXPECT_EQ(p.c_est->private_data, bytes_of("welcome"));
+
+    const ConnectionParams& c = p.c->params;
+    const ConnectionParams& s = p.s->params;
+    EXPECT_EQ(c.role, ConnectionRole::initiator);
+    EXPECT_EQ(s.role, ConnectionRole::responder);
+    EXPECT_EQ(c.mpa_revision, 2);
+    EXPECT_EQ(s.mpa_revision, 2);
+    EXPECT_EQ(c.rtr, RtrType::zero_length_write);  // default: C preferred
+    EXPECT_EQ(s.rtr, RtrType::zero_length_write);
+    EXPECT_TRUE(c.tx.crc && c.rx.crc && s.tx.crc && s.rx.crc);
+    EXPECT_FALSE(c.tx.markers || c.rx.markers || s.tx.markers || s.rx.markers);
+    EXPECT_EQ(c.ird, 8);
+    EXPECT_EQ(c.ord, 8);
+    EXPECT_GE(c.mulpdu, 128u);
+    EXPECT_LE(c.mulpdu, 64768u);
+    EXPECT_EQ(p.c_est->params.fd, c.fd);
+    expect_connected(c.fd, s.fd);
+    expect_connected(s.fd, c.fd);
+}
+
+TEST(CmStartup, MaximumPrivateDataBothWays)
+{
+    Pair p({}, {});
+    Bytes req(508), rep(508);
+    for (size_t i = 0; i < req.size(); ++i) {
+        req[i] = static_cast<uint8_t>(i);
+        rep[i] = static_cast<uint8_t>(255 - i % 256);
+    }
+    p.connect_and_accept(req, rep);
+    EXPECT_EQ(p.request->private_data, req);
+    EXPECT_EQ(p.c_est->private_data, rep);
+}
+
+TEST(CmStartup, OversizePrivateDataIsRefusedLocally)
+{
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ConnectionId id = 0;
+    const Bytes too_big(509);
+    EXPECT_EQ(cm.connect(connect_args(loopback(1), log, qp, too_big), &id), -EINVAL);
+
+    CmSettings v1;
+    v1.mpa_revision = 1;
+    ConnectionManager cm1(v1);
+    EXPECT_EQ(cm1.connect(connect_args(loopback(1), log, qp, Bytes(513)), &id), -EINVAL);
+}
+
+TEST(CmStartup, AcceptWithTooMuchPrivateDataIsEinval)
+{
+    Pair p({}, {});
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
+    auto req = p.server_log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    AcceptArgs aa;
+    aa.endpoint = p.server_qp.endpoint();
+    const Bytes big(509);
+    aa.private_data = big;
+    EXPECT_EQ(p.server.accept(req->connection, aa), -EINVAL);
+    EXPECT_EQ(p.server.reject(req->connection, big), -EINVAL);
+    aa.private_data = {};
+    EXPECT_EQ(p.server.accept(req->connection, aa), 0);
+    EXPECT_TRUE(p.client_log.wait(CmEventType::established));
+    EXPECT_EQ(p.server.accept(req->connection, aa), -EINVAL);  // answered already
+}
+
+TEST(CmStartup, RejectCarriesPrivateDataAndTheListenerKeepsServing)
+{
+    Pair p({}, {});
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp, bytes_of("may I?")), &cid), 0);
+    auto req = p.server_log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->private_data, bytes_of("may I?"));
+    ASSERT_EQ(p.server.reject(req->connection, bytes_of("no thanks")), 0);
+    auto rej = p.client_log.wait(CmEventType::rejected);
+    ASSERT_TRUE(rej);
+    EXPECT_EQ(rej->connection, cid);
+    EXPECT_EQ(rej->private_data, bytes_of("no thanks"));
+    EXPECT_EQ(rej->error, ECONNREFUSED);
+    EXPECT_FALSE(p.client_qp.wait(100ms));
+
+    p.connect_and_accept();  // the listener still serves
+}
+
+TEST(CmStartup, Rev1InitiatorGetsRev1Reply)
+{
+    CmSettings v1;
+    v1.mpa_revision = 1;
+    Pair p({}, v1);
+    p.connect_and_accept(bytes_of("r1"), bytes_of("ok"));
+    EXPECT_EQ(p.request->mpa_revision, 1);
+    EXPECT_EQ(p.request->ird, ird_ord_not_negotiated);
+    EXPECT_EQ(p.request->max_reply_private_data, 512u);
+    EXPECT_FALSE(p.request->peer_to_peer);
+    EXPECT_EQ(p.c->params.mpa_revision, 1);
+    EXPECT_EQ(p.s->params.mpa_revision, 1);
+    EXPECT_EQ(p.c->params.rtr, RtrType::none);
+    EXPECT_EQ(p.s->params.rtr, RtrType::none);
+    EXPECT_EQ(p.c_est->private_data, bytes_of("ok"));
+}
+
+TEST(CmStartup, Rev1OnlyResponderClosesOnRev2Request)
+{
+    CmSettings v1;
+    v1.mpa_revision = 1;
+    Pair p(v1, {});
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
+    auto ev = p.client_log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connect_error);
+    EXPECT_EQ(ev->error, ECONNRESET);
+    EXPECT_EQ(p.server_log.size(), 0u);
+}
+
+class CmRtr : public ::testing::TestWithParam<RtrType> {};
+
+TEST_P(CmRtr, EachRtrTypeIsNegotiatedOnBothSides)
+{
+    const RtrType want = GetParam();
+    CmSettings client;
+    client.rtr = {want == RtrType::zero_length_send, want == RtrType::zero_length_write,
+                  want == RtrType::zero_length_read};
+    CmSettings server;
+    server.rtr = {true, true, true};
+    Pair p(server, client);
+    p.connect_and_accept();
+    EXPECT_EQ(p.c->params.rtr, want);
+    EXPECT_EQ(p.s->params.rtr, want);
+    if (want == RtrType::zero_length_read) {
+        EXPECT_GE(p.s->params.ird, 1);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CmRtr,
+                         ::testing::Values(RtrType::zero_length_send, RtrType::zero_length_write,
+                                           RtrType::zero_length_read));
+
+TEST(CmStartup, ClientServerModeHasNoRtr)
+{
+    CmSettings off;
+    off.peer_to_peer = PeerToPeerMode::off;
+    Pair p({}, off);
+    p.connect_and_accept();
+    EXPECT_FALSE(p.request->peer_to_peer);
+    EXPECT_EQ(p.c->params.rtr, RtrType::none);
+    EXPECT_EQ(p.s->params.rtr, RtrType::none);
+}
+
+TEST(CmStartup, NoCommonRtrIsRejectedByTheResponderWithoutBotheringItsUlp)
+{
+    CmSettings client;
+    client.rtr = {true, false, false};  // Send RTR only
+    Pair p({}, client);                 // server: Write/Read only
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
+    auto rej = p.client_log.wait(CmEventType::rejected);
+    ASSERT_TRUE(rej);
+    EXPECT_EQ(p.server_log.size(), 0u);
+}
+
+TEST(CmStartup, CrcPolicies)
+{
+    for (int mask = 0; mask < 4; ++mask) {
+        CmSettings server, client;
+        client.crc = mask & 1;
+        server.crc = mask & 2;
+        Pair p(server, client);
+        p.connect_and_accept();
+        const bool want = mask != 0;  // either side's C=1 wins
+        EXPECT_EQ(p.c->params.tx.crc, want) << mask;
+        EXPECT_EQ(p.c->params.rx.crc, want) << mask;
+        EXPECT_EQ(p.s->params.tx.crc, want) << mask;
+        EXPECT_EQ(p.s->params.rx.crc, want) << mask;
+    }
+}
+
+TEST(CmStartup, MarkerPolicies)
+{
+    for (int mask = 0; mask < 4; ++mask) {
+        CmSettings server, client;
+        client.markers = mask & 1;  // wants markers from the server
+        server.markers = mask & 2;  // wants markers from the client
+        Pair p(server, client);
+        p.connect_and_accept();
+        EXPECT_EQ(p.s->params.tx.markers, client.markers) << mask;
+        EXPECT_EQ(p.c->params.rx.markers, client.markers) << mask;
+        EXPECT_EQ(p.c->params.tx.markers, server.markers) << mask;
+        EXPECT_EQ(p.s->params.rx.markers, server.markers) << mask;
+    }
+}
+
+TEST(CmStartup, Seed002ModeExchangesTheRtrFrame)
+{
+    CmSettings seed;
+    seed.peer_to_peer = PeerToPeerMode::seed002;
+    Pair p(seed, seed);
+    p.connect_and_accept(bytes_of("seed"));
+    EXPECT_EQ(p.request->mpa_revision, 1);
+    EXPECT_TRUE(p.request->peer_to_peer);
+    EXPECT_EQ(p.c->params.rtr, RtrType::none);
+    EXPECT_EQ(p.s->params.rtr, RtrType::none);
+    // The Rtr frame was consumed by the Responder's CM: the stream is clean.
+    expect_connected(p.c->params.fd, p.s->params.fd);
+}
+
+TEST(CmStartup, ConnectToAClosedPortIsRefused)
+{
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ConnectionId id = 0;
+    ASSERT_EQ(cm.connect(connect_args(loopback(closed_port()), log, qp), &id), 0);
+    auto ev = log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connection_refused);
+    EXPECT_EQ(ev->error, ECONNREFUSED);
+    EXPECT_EQ(ev->connection, id);
+}
+
+TEST(CmStartup, AttachFailureIsAConnectError)
+{
+    Pair p({}, {});
+    ConnectionId cid = 0;
+    ConnectArgs a = connect_args(p.addr, p.client_log, p.client_qp);
+    a.endpoint = p.client_qp.endpoint(-EINVAL);
+    ASSERT_EQ(p.client.connect(a, &cid), 0);
+    auto req = p.server_log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    AcceptArgs aa;
+    aa.endpoint = p.server_qp.endpoint();
+    ASSERT_EQ(p.server.accept(req->connection, aa), 0);
+    auto ev = p.client_log.wait(CmEventType::connect_error);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->error, EINVAL);
+}
+
+TEST(CmStartup, DisconnectIsForwardedAndNotifyDeliversOneDisconnected)
+{
+    Pair p({}, {});
+    p.connect_and_accept();
+    const ConnectionId cid = p.c_est->connection;
+    EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), 0);
+    auto d = p.client_qp.disconnects();
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].first, cid);
+    EXPECT_EQ(d[0].second, DisconnectMode::graceful);
+    p.client.notify_disconnected(cid, 0);
+    p.client.notify_disconnected(cid, 0);  // reported once
+    auto ev = p.client_log.wait(CmEventType::disconnected);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->connection, cid);
+    EXPECT_FALSE(p.client_log.wait(CmEventType::disconnected, 200ms));
+    EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), -ENOENT);
+}
+
+TEST(CmStartup, PeerGoneBeforeAcceptIsReported)
+{
+    Pair p({}, {});
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
+    auto req = p.server_log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    p.client.destroy(cid);  // abortive close of the Initiator's socket
+    auto ev = p.server_log.wait(CmEventType::connect_error);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->connection, req->connection);
+    AcceptArgs aa;
+    aa.endpoint = p.server_qp.endpoint();
+    EXPECT_EQ(p.server.accept(req->connection, aa), -ENOENT);
+    EXPECT_EQ(p.client_log.size(), 0u);  // destroy() is silent
+}
+
+// ---------------------------------------------------------------- raw peers
+
+TEST(CmRawPeer, Rev1InitiatorBytesFromTheVectors)
+{
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const int fd = raw_connect(addr);
+    ASSERT_GE(fd, 0);
+    // V-R1: Rev 1, C=1, Private Data "iwemu-req".
+    const Bytes v_r1{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d,
+                     0x65, 0x40, 0x01, 0x00, 0x09, 0x69, 0x77, 0x65, 0x6d, 0x75, 0x2d, 0x72, 0x65, 0x71};
+    ASSERT_TRUE(write_all(fd, v_r1));
+    auto req = log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->mpa_revision, 1);
+    EXPECT_EQ(req->private_data, bytes_of("iwemu-req"));
+    AcceptArgs aa;
+    aa.endpoint = qp.endpoint();
+    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    // V-R2: Rev 1, C=1, no Private Data.
+    const Bytes v_r2{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x70,
+                     0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x40, 0x01, 0x00, 0x00};
+    EXPECT_EQ(read_frame(fd), v_r2);
+    auto a = qp.wait();
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->params.mpa_revision, 1);
+    EXPECT_TRUE(a->params.tx.crc);
+    ::close(fd);
+}
+
+TEST(CmRawPeer, RequestSentOneOctetAtATime)
+{
+    EventLog log;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const int fd = raw_connect(addr);
+    CmSettings s;
+    wire::MpaFrame f;
+    f.type = wire::MpaFrameType::request;
+    f.rev = 2;
+    f.crc = true;
+    f.enhanced = wire::MpaEnhancedData{true, false, 4, true, true, 2};
+    const Bytes pd = bytes_of("slow");
+    f.private_data = pd;
+    for (uint8_t b : encode(f)) {
+        ASSERT_TRUE(write_all(fd, {b}));
+        std::this_thread::sleep_for(1ms);
+    }
+    auto req = log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->private_data, pd);
+    EXPECT_EQ(req->ird, 4);
+    EXPECT_EQ(req->ord, 2);
+    ::close(fd);
+}
+
+TEST(CmRawPeer, ReplyInOneOctetPiecesAndFpduBytesAfterItStayForTheQp)
+{
+    sockaddr_storage addr{};
+    const int lfd = raw_listen(&addr);
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ConnectionId id = 0;
+    ASSERT_EQ(cm.connect(connect_args(addr, log, qp, bytes_of("req")), &id), 0);
+    const int fd = raw_accept(lfd);
+    ASSERT_GE(fd, 0);
+    auto req = read_frame(fd);
+    ASSERT_TRUE(req);
+    const wire::MpaFrame rf = parse(*req, wire::MpaFrameType::request);
+    EXPECT_EQ(rf.rev, 2);
+    ASSERT_TRUE(rf.enhanced);
+    EXPECT_TRUE(rf.enhanced->peer_to_peer);
+
+    // Reply like Linux siw as Responder: echo the flags octet, A=0, and send
+    // an FPDU right behind it (DESIGN.md: tolerated as Initiator).
+    wire::MpaFrame rep;
+    rep.type = wire::MpaFrameType::reply;
+    rep.rev = 2;
+    rep.crc = true;
+    rep.enhanced = wire::MpaEnhancedData{false, false, 8, false, false, 8};
+    const Bytes rep_pd = bytes_of("rep");
+    rep.private_data = rep_pd;
+    Bytes wirebytes = encode(rep);
+    const size_t reply_size = wirebytes.size();
+    const Bytes fpdu{0x00, 0x12, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    // All but the last octet one by one, then the last octet with the FPDU.
+    for (size_t i = 0; i + 1 < reply_size; ++i) {
+        ASSERT_TRUE(write_all(fd, {wirebytes[i]}));
+        std::this_thread::sleep_for(1ms);
+    }
+    Bytes tail{wirebytes.back()};
+    tail.insert(tail.end(), fpdu.begin(), fpdu.end());
+    ASSERT_TRUE(write_all(fd, tail));
+
+    auto a = qp.wait();
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->params.rtr, RtrType::none);
+    auto est = log.wait(CmEventType::established);
+    ASSERT_TRUE(est);
+    EXPECT_EQ(est->private_data, rep_pd);
+    // Every FPDU octet is still in the socket.
+    pollfd p{a->params.fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    Bytes got(64);
+    const ssize_t n = ::recv(a->params.fd, got.data(), got.size(), MSG_DONTWAIT);
+    ASSERT_EQ(n, static_cast<ssize_t>(fpdu.size()));
+    got.resize(static_cast<size_t>(n));
+    EXPECT_EQ(got, fpdu);
+    ::close(fd);
+    ::close(lfd);
+}
+
+TEST(CmRawPeer, GarbageInsteadOfARequestIsClosedAndNeverReachesTheUlp)
+{
+    EventLog log;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const int fd = raw_connect(addr);
+    ASSERT_TRUE(write_all(fd, bytes_of("GET / HTTP/1.1\r\nHost: x\r\n\r\n")));
+    EXPECT_TRUE(peer_closes(fd));
+    ::close(fd);
+    EXPECT_EQ(log.size(), 0u);
+}
+
+TEST(CmRawPeer, MalformedRequestsAreClosed)
+{
+    EventLog log;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    Bytes base{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
+               0x40, 0x01, 0x00, 0x00};
+    std::vector<Bytes> bad;
+    Bytes rev0 = base;
+    rev0[17] = 0;  // RDMAC Rev 0: non-permissive (decision 4)
+    bad.push_back(rev0);
+    Bytes rev3 = base;
+    rev3[17] = 3;
+    bad.push_back(rev3);
+    Bytes pd513 = base;
+    pd513[18] = 0x02;
+    pd513[19] = 0x01;  // PD_Length 513
+    pd513.resize(20 + 513);
+    bad.push_back(pd513);
+    Bytes reply_key = base;
+    reply_key[9] = 0x70;  // a Reply where a Request belongs (Responder/Responder)
+    bad.push_back(reply_key);
+    Bytes s_without_data = base;
+    s_without_data[16] = 0x50;
+    s_without_data[17] = 2;  // Rev 2, S=1, PD_Length 0
+    bad.push_back(s_without_data);
+    for (const Bytes& b : bad) {
+        const int fd = raw_connect(addr);
+        ASSERT_GE(fd, 0);
+        write_all(fd, b);
+        EXPECT_TRUE(peer_closes(fd));
+        ::close(fd);
+    }
+    Bytes short_pd = base;
+    short_pd[19] = 10;  // announces 10 octets, sends 3, then FIN
+    short_pd.insert(short_pd.end(), {1, 2, 3});
+    const int fd = raw_connect(addr);
+    write_all(fd, short_pd);
+    ::shutdown(fd, SHUT_WR);
+    EXPECT_TRUE(peer_closes(fd));
+    ::close(fd);
+    EXPECT_EQ(log.size(), 0u);
+}
+
+TEST(CmRawPeer, SilentClientIsDroppedAfterTheMpaTimeoutAndTheListenerKeepsServing)
+{
+    CmSettings quick;
+    quick.mpa_timeout = 300ms;
+    EventLog log, client_log;
+    AttachLog qp, client_qp;
+    ConnectionManager cm(quick);
+    ConnectionManager client;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const auto start = std::chrono::steady_clock::now();
+    const int silent = raw_connect(addr);
+    ASSERT_GE(silent, 0);
+
+    // A real client is served while the silent one waits.
+    ConnectionId cid = 0;
+    ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp), &cid), 0);
+    auto req = log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    AcceptArgs aa;
+    aa.endpoint = qp.endpoint();
+    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    EXPECT_TRUE(client_log.wait(CmEventType::established));
+    EXPECT_TRUE(log.wait(CmEventType::established));
+
+    EXPECT_TRUE(peer_closes(silent, 3s));
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(took, 250ms);
+    EXPECT_LT(took, 2s);
+    ::close(silent);
+    EXPECT_EQ(log.size(), 0u);
+}
+
+TEST(CmRawPeer, HalfOpenCapPausesTheListenerUntilTheTimeoutFreesASlot)
+{
+    CmSettings capped;
+    capped.mpa_timeout = 300ms;
+    capped.max_half_open_per_listener = 2;
+    EventLog log, client_log;
+    AttachLog qp, client_qp;
+    ConnectionManager cm(capped);
+    ConnectionManager client;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const int s1 = raw_connect(addr), s2 = raw_connect(addr);
+    ASSERT_GE(s1, 0);
+    ASSERT_GE(s2, 0);
+    std::this_thread::sleep_for(50ms);
+    ConnectionId cid = 0;
+    ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp), &cid), 0);
+    // Not served before the silent two time out...
+    EXPECT_FALSE(log.wait(CmEventType::connect_request, 150ms));
+    // ...then it is.
+    auto req = log.wait(CmEventType::connect_request, 3s);
+    ASSERT_TRUE(req);
+    EXPECT_TRUE(peer_closes(s1, 1s));
+    EXPECT_TRUE(peer_closes(s2, 1s));
+    ::close(s1);
+    ::close(s2);
+}
+
+TEST(CmRawPeer, SilentResponderTimesTheInitiatorOut)
+{
+    sockaddr_storage addr{};
+    const int lfd = raw_listen(&addr);
+    CmSettings quick;
+    quick.mpa_timeout = 300ms;
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm(quick);
+    ConnectionId id = 0;
+    ASSERT_EQ(cm.connect(connect_args(addr, log, qp), &id), 0);
+    const int fd = raw_accept(lfd);
+    ASSERT_GE(fd, 0);
+    auto ev = log.next(3s);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::timeout);
+    EXPECT_EQ(ev->error, ETIMEDOUT);
+    EXPECT_TRUE(peer_closes(fd, 1s));
+    ::close(fd);
+    ::close(lfd);
+}
+
+TEST(CmRawPeer, InitiatorInitiatorStartIsAnMpaError)
+{
+    sockaddr_storage addr{};
+    const int lfd = raw_listen(&addr);
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ConnectionId id = 0;
+    ASSERT_EQ(cm.connect(connect_args(addr, log, qp), &id), 0);
+    const int fd = raw_accept(lfd);
+    auto req = read_frame(fd);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(write_all(fd, *req));  // a Request back where the Reply belongs
+    auto ev = log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connect_error);
+    ASSERT_TRUE(ev->mpa_error);
+    EXPECT_EQ(*ev->mpa_error, (wire::TerminateCode{wire::TerminateLayer::llp, 0, 0x04}));
+    EXPECT_TRUE(peer_closes(fd, 1s));
+    ::close(fd);
+    ::close(lfd);
+}
+
+TEST(CmRawPeer, NoMatchingRtrInTheReplySendsTerminate07)
+{
+    sockaddr_storage addr{};
+    const int lfd = raw_listen(&addr);
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;  // offers Write and Read
+    ConnectionId id = 0;
+    ASSERT_EQ(cm.connect(connect_args(addr, log, qp), &id), 0);
+    const int fd = raw_accept(lfd);
+    ASSERT_TRUE(read_frame(fd));
+    wire::MpaFrame rep;
+    rep.type = wire::MpaFrameType::reply;
+    rep.rev = 2;
+    rep.crc = true;
+    rep.enhanced = wire::MpaEnhancedData{true, true, 8, false, false, 8};  // Send RTR only
+    ASSERT_TRUE(write_all(fd, encode(rep)));
+
+    // The Terminate FPDU: ULPDU_Length 22 (18 DDP + 4 control), QN 2, 2/0/07.
+    const Bytes term = read_n(fd, 2 + 22 + 0 + 4);
+    ASSERT_EQ(term.size(), 28u);
+    EXPECT_EQ(term[0], 0x00);
+    EXPECT_EQ(term[1], 22);
+    EXPECT_EQ(term[2], 0x41);  // untagged, L, DV 1
+    EXPECT_EQ(term[3], 0x47);  // RV 1, Terminate
+    EXPECT_EQ(term[11], 2);    // QN 2 (last octet of the 32-bit QN at ULPDU +5..+8)
+    EXPECT_EQ(term[20], 0x20); // Layer LLP (2), EType MPA (0)
+    EXPECT_EQ(term[21], 0x07); // no matching RTR
+    EXPECT_EQ(wire::load_crc_field(term.data() + 24), wire::crc32c(std::span<const uint8_t>(term).first(24)));
+
+    auto ev = log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connect_error);
+    ASSERT_TRUE(ev->mpa_error);
+    EXPECT_EQ(ev->mpa_error->error_code, 0x07);
+    EXPECT_FALSE(qp.wait(50ms));
+    EXPECT_TRUE(peer_closes(fd, 1s));
+    ::close(fd);
+    ::close(lfd);
+}
+
+TEST(CmRawPeer, Seed002ResponderWaitsForTheRtrFrameEitherSpelling)
+{
+    CmSettings seed;
+    seed.peer_to_peer = PeerToPeerMode::seed002;
+    for (bool as_named : {false, true}) {
+        EventLog log;
+        AttachLog qp;
+        ConnectionManager cm(seed);
+        ListenerId lid = 0;
+        const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+        const int fd = raw_connect(addr);
+        // V-R6: Rev 1, C=1, S=1.
+        const Bytes v_r6{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71,
+                         0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x50, 0x01, 0x00, 0x00};
+        ASSERT_TRUE(write_all(fd, v_r6));
+        auto req = log.wait(CmEventType::connect_request);
+        ASSERT_TRUE(req);
+        EXPECT_TRUE(req->peer_to_peer);
+        AcceptArgs aa;
+        aa.endpoint = qp.endpoint();
+        ASSERT_EQ(cm.accept(req->connection, aa), 0);
+        auto rep = read_frame(fd);
+        ASSERT_TRUE(rep);
+        EXPECT_EQ((*rep)[16], 0x50);  // C + S: "waiting for the Rtr frame"
+        EXPECT_EQ((*rep)[17], 1);
+        EXPECT_FALSE(qp.wait(100ms));  // not before the Rtr frame
+        Bytes rtr{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x74, 0x52,
+                  0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x40, 0x01, 0x00, 0x00};  // V-R7
+        if (as_named)
+            rtr[9] = 0x72;  // V-R8
+        const Bytes first_fpdu{0x00, 0x0e, 0xc1, 0x40};
+        Bytes out = rtr;
+        out.insert(out.end(), first_fpdu.begin(), first_fpdu.end());
+        ASSERT_TRUE(write_all(fd, out));
+        auto a = qp.wait();
+        ASSERT_TRUE(a) << as_named;
+        Bytes got(8);
+        pollfd p{a->params.fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 5000), 1);
+        const ssize_t n = ::recv(a->params.fd, got.data(), got.size(), MSG_DONTWAIT);
+        ASSERT_EQ(n, 4);
+        got.resize(4);
+        EXPECT_EQ(got, first_fpdu);
+        ::close(fd);
+    }
+}
+
+TEST(CmRawPeer, Seed002ResponderTimesOutWithoutTheRtrFrame)
+{
+    CmSettings seed;
+    seed.peer_to_peer = PeerToPeerMode::seed002;
+    seed.mpa_timeout = 300ms;
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm(seed);
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const int fd = raw_connect(addr);
+    wire::MpaFrame f;
+    f.type = wire::MpaFrameType::request;
+    f.rev = 1;
+    f.crc = true;
+    f.s = true;
+    ASSERT_TRUE(write_all(fd, encode(f)));
+    auto req = log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    AcceptArgs aa;
+    aa.endpoint = qp.endpoint();
+    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    ASSERT_TRUE(read_frame(fd));
+    auto ev = log.wait(CmEventType::timeout, 3s);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->connection, req->connection);
+    EXPECT_FALSE(qp.wait(10ms));
+    EXPECT_TRUE(peer_closes(fd, 1s));
+    ::close(fd);
+}
+
+TEST(CmRawPeer, ResponderRepliesStrictly)
+{
+    // A Request with every Res bit set, M=1, Rev 1: the Reply clears Res,
+    // never echoes S, and honours M by telling the QP to send markers.
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const int fd = raw_connect(addr);
+    Bytes req{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71,
+              0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x9F, 0x01, 0x00, 0x00};  // M + S + Res
+    ASSERT_TRUE(write_all(fd, req));
+    auto r = log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(r);
+    AcceptArgs aa;
+    aa.endpoint = qp.endpoint();
+    ASSERT_EQ(cm.accept(r->connection, aa), 0);
+    auto rep = read_frame(fd);
+    ASSERT_TRUE(rep);
+    EXPECT_EQ((*rep)[16], 0x40);  // C only (CRC requested by default), no M, S, Res
+    auto a = qp.wait();
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(a->params.tx.markers);
+    EXPECT_FALSE(a->params.rx.markers);
+    EXPECT_TRUE(a->params.tx.crc);  // our C=1 wins although the peer sent C=0
+    ::close(fd);
+}
+
+TEST(CmStartup, ManyConcurrentConnectionsAndCleanTeardown)
+{
+    Pair p({}, {});
+    constexpr int n = 12;
+    std::vector<ConnectionId> ids(n);
+    for (int i = 0; i < n; ++i)
+        ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &ids[static_cast<size_t>(i)]), 0);
+    for (int i = 0; i < n; ++i) {
+        auto req = p.server_log.wait(CmEventType::connect_request);
+        ASSERT_TRUE(req);
+        AcceptArgs aa;
+        aa.endpoint = p.server_qp.endpoint();
+        ASSERT_EQ(p.server.accept(req->connection, aa), 0);
+    }
+    for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(p.client_log.wait(CmEventType::established));
+        ASSERT_TRUE(p.client_qp.wait());
+        ASSERT_TRUE(p.server_qp.wait());
+    }
+    // Leave a few in startup: the destructors must close and join cleanly.
+    ConnectionId pending = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &pending), 0);
+    EXPECT_TRUE(p.server_log.wait(CmEventType::connect_request));
+}
+
+}  // namespace
+}  // namespace iwemu::cm
