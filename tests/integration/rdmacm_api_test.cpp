@@ -1,0 +1,324 @@
+// The rdma_cm emulation through the distro's librdmacm, one process, no
+// threads: every ucma command and event the benchmarks do not reach on
+// their happy path (errors, private data, reject, readiness, migration).
+// Run under iwemu-run; exits non-zero at the first failed check.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__,    \
+                         __LINE__, #cond, errno, std::strerror(errno));                  \
+            ++failures;                                                                  \
+            return;                                                                      \
+        }                                                                                \
+    } while (0)
+
+sockaddr_in loopback(uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+bool readable(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+// Next event within 10 s (the channel fd is non-blocking in these tests).
+rdma_cm_event* next_event(rdma_event_channel* ch, int timeout_ms = 10000) {
+    if (!readable(ch->fd, timeout_ms)) return nullptr;
+    rdma_cm_event* ev = nullptr;
+    return rdma_get_cm_event(ch, &ev) == 0 ? ev : nullptr;
+}
+
+// An event of the wanted type (status checked by the caller).
+rdma_cm_event* expect(rdma_event_channel* ch, rdma_cm_event_type type) {
+    rdma_cm_event* ev = next_event(ch);
+    if (!ev) {
+        std::fprintf(stderr, "no event (wanted %s)\n", rdma_event_str(type));
+        return nullptr;
+    }
+    if (ev->event != type) {
+        std::fprintf(stderr, "got %s status %d, wanted %s\n", rdma_event_str(ev->event), ev->status,
+                     rdma_event_str(type));
+        rdma_ack_cm_event(ev);
+        return nullptr;
+    }
+    return ev;
+}
+
+void set_nonblocking(rdma_event_channel* ch) {
+    int fl = fcntl(ch->fd, F_GETFL);
+    fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+void test_af_ib_and_port_spaces() {
+    rdma_cm_id* id = nullptr;
+    // librdmacm's AF_IB probe was refused: an AF_IB bind still fails.
+    CHECK(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_storage ib{};
+    ib.ss_family = AF_IB;
+    CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ib)) != 0);
+    rdma_destroy_id(id);
+    // iWARP has no UD QPs: the UDP port space is refused at creation.
+    errno = 0;
+    CHECK(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_UDP) != 0);
+    CHECK(errno == EPROTONOSUPPORT);
+}
+
+void test_bind_rules() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    rdma_cm_id *a = nullptr, *b = nullptr, *c = nullptr;
+    CHECK(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP) == 0);
+    CHECK(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP) == 0);
+    CHECK(rdma_create_id(ch, &c, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(a, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    uint16_t port = ntohs(rdma_get_src_port(a));
+    CHECK(port != 0);              // port 0 picked an ephemeral port (qperf -cm1 needs it)
+    CHECK(a->verbs != nullptr);    // bound to a local address: the device is known
+    CHECK(std::strcmp(ibv_get_device_name(a->verbs->device), "iwemu0") == 0);
+    CHECK(a->port_num == 1);
+    sockaddr_in same = loopback(port);
+    errno = 0;
+    CHECK(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&same)) != 0);
+    CHECK(errno == EADDRINUSE);
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    inet_pton(AF_INET, "192.0.2.1", &remote.sin_addr);  // TEST-NET-1: never local
+    errno = 0;
+    CHECK(rdma_bind_addr(c, reinterpret_cast<sockaddr*>(&remote)) != 0);
+    CHECK(errno == EADDRNOTAVAIL);
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    CHECK(rdma_bind_addr(c, reinterpret_cast<sockaddr*>(&any)) == 0);
+    CHECK(c->verbs == nullptr);  // wildcard: no device until a request arrives
+    int tos = 0;
+    uint8_t tos8 = 16;
+    CHECK(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos8, sizeof tos8) == 0);
+    CHECK(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) != 0);
+    rdma_destroy_id(a);
+    // The port is free again once its owner is gone (perftest -R re-listens).
+    CHECK(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&same)) == 0);
+    rdma_destroy_id(b);
+    rdma_destroy_id(c);
+    rdma_destroy_event_channel(ch);
+}
+
+struct Side {
+    rdma_event_channel* ch = nullptr;
+    rdma_cm_id* id = nullptr;
+    ibv_cq* cq = nullptr;
+};
+
+bool make_qp(rdma_cm_id* id, ibv_cq** cq_out) {
+    ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
+    if (!cq) return false;
+    ibv_qp_init_attr qa{};
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    if (rdma_create_qp(id, nullptr, &qa) != 0) return false;
+    *cq_out = cq;
+    return true;
+}
+
+// Client side up to ROUTE_RESOLVED, with a QP.
+bool client_ready(Side& s, uint16_t port) {
+    sockaddr_in dst = loopback(port);
+    if (rdma_create_id(s.ch, &s.id, nullptr, RDMA_PS_TCP)) return false;
+    if (rdma_resolve_addr(s.id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000)) return false;
+    rdma_cm_event* ev = expect(s.ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+    if (!ev) return false;
+    rdma_ack_cm_event(ev);
+    if (!s.id->verbs) return false;
+    if (rdma_resolve_route(s.id, 2000)) return false;
+    if (!(ev = expect(s.ch, RDMA_CM_EVENT_ROUTE_RESOLVED))) return false;
+    rdma_ack_cm_event(ev);
+    return make_qp(s.id, &s.cq);
+}
+
+void destroy_side(Side& s) {
+    if (s.id && s.id->qp) rdma_destroy_qp(s.id);
+    if (s.cq) ibv_destroy_cq(s.cq);
+    if (s.id) rdma_destroy_id(s.id);
+    s = {s.ch, nullptr, nullptr};
+}
+
+void test_readiness_and_qp_attrs() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    set_nonblocking(ch);
+    rdma_cm_event* ev = nullptr;
+    errno = 0;
+    CHECK(rdma_get_cm_event(ch, &ev) != 0 && errno == EAGAIN);
+    CHECK(!readable(ch->fd, 0));
+    rdma_cm_id* id = nullptr;
+    CHECK(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in dst = loopback(9);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    CHECK(readable(ch->fd, 1000));  // an event is queued: POLLIN
+    CHECK(rdma_get_cm_event(ch, &ev) == 0);
+    CHECK(ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->status == 0 && ev->id == id);
+    rdma_ack_cm_event(ev);
+    CHECK(!readable(ch->fd, 0));  // queue empty again
+    CHECK(id->verbs != nullptr && id->port_num == 1);
+    // Active side before CONNECT: STATE|ACCESS|PORT, no remote access (kernel-surface §4.6).
+    ibv_qp_attr attr{};
+    int mask = 0;
+    attr.qp_state = IBV_QPS_INIT;
+    CHECK(rdma_init_qp_attr(id, &attr, &mask) == 0);
+    CHECK(mask == (IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT));
+    CHECK(attr.qp_access_flags == 0 && attr.port_num == 1);
+    CHECK(rdma_resolve_route(id, 2000) == 0);
+    CHECK((ev = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED)));
+    rdma_ack_cm_event(ev);
+    // Migration to another channel carries the id (events_reported = 2).
+    rdma_event_channel* ch2 = rdma_create_event_channel();
+    CHECK(ch2);
+    CHECK(rdma_migrate_id(id, ch2) == 0);
+    CHECK(id->channel == ch2);
+    CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(ch2);
+    rdma_destroy_event_channel(ch);
+}
+
+void test_connect_reject_accept() {
+    Side srv, cli;
+    srv.ch = rdma_create_event_channel();
+    cli.ch = rdma_create_event_channel();
+    CHECK(srv.ch && cli.ch);
+    set_nonblocking(srv.ch);
+    set_nonblocking(cli.ch);
+    rdma_cm_id* listener = nullptr;
+    CHECK(rdma_create_id(srv.ch, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    CHECK(rdma_listen(listener, 4) == 0);
+    uint16_t port = ntohs(rdma_get_src_port(listener));
+
+    // 1. Connect with private data, the server rejects with private data.
+    CHECK(client_ready(cli, port));
+    const char hello[] = "hello iwemu";
+    rdma_conn_param cp{};
+    cp.private_data = hello;
+    cp.private_data_len = sizeof hello;
+    cp.responder_resources = cp.initiator_depth = 1;
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    rdma_cm_event* ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    CHECK(ev);
+    CHECK(ev->listen_id == listener && ev->id != listener && ev->id->verbs != nullptr);
+    CHECK(ev->param.conn.private_data_len >= sizeof hello);
+    CHECK(std::memcmp(ev->param.conn.private_data, hello, sizeof hello) == 0);
+    CHECK(ev->param.conn.initiator_depth >= 1 && ev->param.conn.responder_resources >= 1);
+    rdma_cm_id* child = ev->id;
+    ibv_qp_attr attr{};
+    int mask = 0;
+    attr.qp_state = IBV_QPS_INIT;
+    CHECK(rdma_init_qp_attr(child, &attr, &mask) == 0);  // passive: remote access on
+    CHECK(attr.qp_access_flags == (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+    attr.qp_state = IBV_QPS_RTS;
+    CHECK(rdma_init_qp_attr(child, &attr, &mask) == 0);
+    CHECK(mask == IBV_QP_PORT);  // the CM moves the QP to RTS itself
+    rdma_ack_cm_event(ev);
+    const char nope[] = "not today";
+    CHECK(rdma_reject(child, nope, sizeof nope) == 0);
+    ev = expect(cli.ch, RDMA_CM_EVENT_REJECTED);
+    CHECK(ev);
+    CHECK(ev->status == -ECONNREFUSED);
+    CHECK(ev->param.conn.private_data_len >= sizeof nope);
+    CHECK(std::memcmp(ev->param.conn.private_data, nope, sizeof nope) == 0);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_destroy_id(child) == 0);
+    destroy_side(cli);
+
+    // 2. Connect and accept: ESTABLISHED on both sides, private data in the
+    //    Reply; then a graceful disconnect: DISCONNECTED on both sides.
+    CHECK(client_ready(cli, port));
+    cp.private_data = nullptr;
+    cp.private_data_len = 0;
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST)));
+    child = ev->id;
+    rdma_ack_cm_event(ev);
+    ibv_cq* child_cq = nullptr;
+    CHECK(make_qp(child, &child_cq));
+    const char welcome[] = "welcome";
+    rdma_conn_param ap{};
+    ap.private_data = welcome;
+    ap.private_data_len = sizeof welcome;
+    ap.responder_resources = ap.initiator_depth = 1;
+    CHECK(rdma_accept(child, &ap) == 0);
+    CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED)));
+    CHECK(ev->param.conn.private_data_len >= sizeof welcome);
+    CHECK(std::memcmp(ev->param.conn.private_data, welcome, sizeof welcome) == 0);
+    rdma_ack_cm_event(ev);
+    CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED)));
+    CHECK(ev->id == child);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_disconnect(cli.id) == 0);
+    CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED)));
+    rdma_ack_cm_event(ev);
+    CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED)));
+    rdma_ack_cm_event(ev);
+    rdma_disconnect(child);
+    rdma_destroy_qp(child);
+    ibv_destroy_cq(child_cq);
+    CHECK(rdma_destroy_id(child) == 0);
+    destroy_side(cli);
+    CHECK(rdma_destroy_id(listener) == 0);
+
+    // 3. Nobody listens any more: the TCP connect is refused -> REJECTED.
+    CHECK(client_ready(cli, port));
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_REJECTED)));
+    CHECK(ev->status == -ECONNREFUSED);
+    rdma_ack_cm_event(ev);
+    destroy_side(cli);
+    rdma_destroy_event_channel(cli.ch);
+    rdma_destroy_event_channel(srv.ch);
+}
+
+}  // namespace
+
+int main() {
+    struct {
+        const char* name;
+        void (*fn)();
+    } tests[] = {
+        {"af_ib_and_port_spaces", test_af_ib_and_port_spaces},
+        {"bind_rules", test_bind_rules},
+        {"readiness_and_qp_attrs", test_readiness_and_qp_attrs},
+        {"connect_reject_accept", test_connect_reject_accept},
+    };
+    for (auto& t : tests) {
+        int before = failures;
+        auto start = std::chrono::steady_clock::now();
+        t.fn();
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start).count();
+        std::printf("[%s] %s (%lld ms)\n", failures == before ? "  OK  " : " FAIL ", t.name,
+                    static_cast<long long>(ms));
+    }
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,38 @@
+# Helpers for the rdma_cm integration tests (sourced).  Every program runs
+# under iwemu-run and under `timeout`, so a hang is a failure, never a stuck CI.
+
+# A TCP port nobody listens on (rdma_cm ports are TCP ports on iWARP).
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 30000))
+        if ! ss -Hltn "sport = :$p" | grep -q .; then echo "$p"; return 0; fi
+    done
+    return 1
+}
+
+# Waits (up to $2 seconds) until something listens on TCP port $1.
+wait_listen() {
+    local port=$1 limit=$(( ${2:-10} * 10 ))
+    for _ in $(seq 1 "$limit"); do
+        ss -Hltn "sport = :$port" | grep -q . && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on port $port after ${2:-10} s" >&2
+    return 1
+}
+
+# A non-loopback local IPv4 address, or nothing.
+local_address() {
+    ip -4 -o addr show scope global 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}'
+}
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# show LOG...: print logs (on failure) with a header each.
+show() {
+    for f in "$@"; do echo "----- $f"; cat "$f"; done
+}

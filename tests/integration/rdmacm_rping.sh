@@ -1,0 +1,32 @@
+#!/bin/bash
+# rping server + client in separate processes, data verified (-V), exit 0 both.
+# usage: rdmacm_rping.sh IWEMU_RUN [ADDRESS|nonloopback] [COUNT] [SIZE]
+set -u
+here=$(dirname "$0")
+. "$here/rdmacm_lib.sh"
+run=$1
+addr=${2:-127.0.0.1}
+count=${3:-2000}
+size=${4:-65536}
+if [ "$addr" = nonloopback ]; then
+    addr=$(local_address)
+    [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
+fi
+port=$(free_port) || fail "no free port"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+timeout 100 "$run" rping -s -a "$addr" -p "$port" -C "$count" -S "$size" -V > "$dir/server.log" 2>&1 &
+server=$!
+wait_listen "$port" 20 || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
+timeout 90 "$run" rping -c -a "$addr" -p "$port" -C "$count" -S "$size" -V -v > "$dir/client.log" 2>&1
+client_rc=$?
+wait $server
+server_rc=$?
+lines=$(grep -c "^ping data:" "$dir/client.log")
+if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || [ "$lines" -ne "$count" ]; then
+    head -c 4000 "$dir/server.log" > "$dir/s"; tail -c 4000 "$dir/client.log" > "$dir/c"
+    show "$dir/s" "$dir/c"
+    fail "rping: client rc=$client_rc server rc=$server_rc, $lines of $count pings verified"
+fi
+echo "rping $addr:$port: $count pings of $size bytes verified"

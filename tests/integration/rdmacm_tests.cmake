@@ -1,0 +1,32 @@
+# rdma_cm integration tests (included from tests/integration/CMakeLists.txt):
+# the distro's librdmacm and rdmacm-utils over the emulated /dev/infiniband/rdma_cm,
+# server and client in separate processes, each bounded by `timeout`.
+find_library(RDMACM_LIBRARY rdmacm REQUIRED)
+
+add_executable(rdmacm_api_test ${CMAKE_CURRENT_LIST_DIR}/rdmacm_api_test.cpp)
+target_link_libraries(rdmacm_api_test PRIVATE ${RDMACM_LIBRARY} ${IBVERBS_LIBRARY})
+add_dependencies(rdmacm_api_test iwemu_run iwemu_shim iwemu_provider)
+
+set(RDMACM_HERE ${CMAKE_CURRENT_LIST_DIR})
+
+function(iwemu_rdmacm_test name)
+  add_test(NAME integration.rdmacm.${name} COMMAND timeout 120 ${ARGN})
+  set_tests_properties(integration.rdmacm.${name} PROPERTIES
+    LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
+endfunction()
+
+iwemu_rdmacm_test(api $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test>)
+iwemu_rdmacm_test(udaddy_fails_cleanly ${RDMACM_HERE}/rdmacm_udaddy.sh $<TARGET_FILE:iwemu_run>)
+# Data-path tests: registered once the emulator carries RDMA Read/Write/Send
+# end to end (see IWEMU_RDMACM_DATAPATH below).
+option(IWEMU_RDMACM_DATAPATH "register the rdma_cm tests that move data" OFF)
+if(IWEMU_RDMACM_DATAPATH)
+  iwemu_rdmacm_test(rping ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 2000 65536)
+  iwemu_rdmacm_test(rping_nonloopback
+    ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> nonloopback 200 4096)
+  iwemu_rdmacm_test(ucmatose ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 10)
+  iwemu_rdmacm_test(ucmatose_migrate
+    ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 4 -m)
+  iwemu_rdmacm_test(rdma_server_client
+    ${RDMACM_HERE}/rdmacm_rdma_server_client.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
+endif()
