@@ -11,6 +11,12 @@ namespace {
 
 constexpr TerminateCode mpa_code(uint8_t ecode) { return {TerminateLayer::llp, etype::llp_mpa, ecode}; }
 
+// Header-sized copies (<= 18 octets): a loop beats a memcpy call here.
+inline void copy_small(uint8_t* dst, std::span<const uint8_t> src)
+{
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = src[i];
+}
+
 }  // namespace
 
 std::string_view to_string(FpduRxState state)
@@ -114,7 +120,7 @@ FpduRxEvent FpduReceiver::absorb_marker(std::span<const uint8_t> b)
     // (state ulpdu_length, nothing of it read yet); either way it is covered
     // by that FPDU's CRC (RFC 5044 §4.3, §4.4).
     const uint32_t marker_offset = stream_offset_ - marker_got_;
-    std::memcpy(&marker_[marker_got_], b.data(), b.size());
+    copy_small(&marker_[marker_got_], b);
     marker_got_ = static_cast<uint8_t>(marker_got_ + b.size());
     stream_offset_ += static_cast<uint32_t>(b.size());
     crc_update(b);
@@ -134,7 +140,7 @@ FpduRxEvent FpduReceiver::absorb_marker(std::span<const uint8_t> b)
 FpduRxEvent FpduReceiver::absorb_ulpdu_length(std::span<const uint8_t> b)
 {
     if (length_got_ == 0 && marker_got_ == 0) fpdu_offset_ = stream_offset_;
-    std::memcpy(&length_buf_[length_got_], b.data(), b.size());
+    copy_small(&length_buf_[length_got_], b);
     length_got_ = static_cast<uint8_t>(length_got_ + b.size());
     stream_offset_ += static_cast<uint32_t>(b.size());
     crc_update(b);
@@ -162,7 +168,7 @@ FpduRxEvent FpduReceiver::absorb_ddp_header(std::span<const uint8_t> b)
             return fail(mpa_code(ecode::mpa_marker_and_ulpdu_length_disagree),
                         "ULPDU_Length too small for the untagged DDP header");
     }
-    std::memcpy(&header_[header_got_], b.data(), b.size());
+    copy_small(&header_[header_got_], b);
     header_got_ = static_cast<uint8_t>(header_got_ + b.size());
     stream_offset_ += static_cast<uint32_t>(b.size());
     crc_update(b);
@@ -212,11 +218,16 @@ FpduRxEvent FpduReceiver::absorb_pad(std::span<const uint8_t> b)
 
 FpduRxEvent FpduReceiver::absorb_crc(std::span<const uint8_t> b)
 {
-    std::memcpy(&crc_buf_[crc_got_], b.data(), b.size());
+    copy_small(&crc_buf_[crc_got_], b);
     crc_got_ = static_cast<uint8_t>(crc_got_ + b.size());
     stream_offset_ += static_cast<uint32_t>(b.size());
     if (crc_got_ < mpa_crc_size) return FpduRxEvent::none;
 
+    return finish_fpdu();
+}
+
+FpduRxEvent FpduReceiver::finish_fpdu()
+{
     crc_received_ = load_crc_field(crc_buf_.data());
     crc_computed_ = options_.crc ? crc_.value() : 0;
     // The field is always there; with CRC off its value is ignored (MPA-005).
@@ -228,6 +239,78 @@ FpduRxEvent FpduReceiver::absorb_crc(std::span<const uint8_t> b)
     ++segments_;
     begin_fpdu();
     return FpduRxEvent::segment_end;
+}
+
+size_t FpduReceiver::fast_header(std::span<const uint8_t> rest)
+{
+    constexpr size_t most = mpa_ulpdu_length_size + ddp_untagged_header_size;
+    if (length_got_ != 0 || marker_got_ != 0 || rest.size() < most) return 0;
+    if (options_.markers && mpa_octets_to_marker(stream_offset_) < most) return 0;  // 0 = due now
+    const uint16_t len = static_cast<uint16_t>(rest[0] << 8 | rest[1]);
+    const size_t hlen = ddp_header_size(rest[2]);
+    // Anything unusual (errors included) takes the general path.
+    if (len < hlen || len > options_.max_ulpdu_length || (rest[2] & ddp_control_dv_mask) != ddp_version)
+        return 0;
+    const size_t n = mpa_ulpdu_length_size + hlen;
+    std::memcpy(header_.data(), rest.data() + mpa_ulpdu_length_size, ddp_untagged_header_size);
+    crc_update(rest.first(n));
+    fpdu_offset_ = stream_offset_;
+    stream_offset_ += static_cast<uint32_t>(n);
+    length_got_ = mpa_ulpdu_length_size;
+    ulpdu_length_ = len;
+    header_len_ = static_cast<uint8_t>(hlen);
+    header_got_ = header_len_;
+    pad_len_ = static_cast<uint8_t>(mpa_pad_length(len));
+    payload_len_ = len - header_len_;
+    if (payload_len_ > 0)
+        state_ = FpduRxState::payload;
+    else
+        enter_trailer();
+    return n;
+}
+
+size_t FpduReceiver::fast_whole_fpdu(std::span<const uint8_t> rest)
+{
+    constexpr size_t most = mpa_ulpdu_length_size + ddp_untagged_header_size;
+    if (length_got_ != 0 || marker_got_ != 0 || rest.size() < most) return 0;
+    const uint16_t len = static_cast<uint16_t>(rest[0] << 8 | rest[1]);
+    const size_t body = mpa_ulpdu_length_size + len + mpa_pad_length(len);
+    const size_t n = body + mpa_crc_size;
+    // A marker exactly after the CRC belongs to the next FPDU: fine.
+    if (rest.size() < n || (options_.markers && mpa_octets_to_marker(stream_offset_) < n)) return 0;
+    const size_t hlen = ddp_header_size(rest[2]);
+    if (len < hlen || len > options_.max_ulpdu_length || (rest[2] & ddp_control_dv_mask) != ddp_version)
+        return 0;
+    crc_update(rest.first(body));
+    std::memcpy(header_.data(), rest.data() + mpa_ulpdu_length_size, ddp_untagged_header_size);
+    std::memcpy(crc_buf_.data(), rest.data() + body, mpa_crc_size);
+    fpdu_offset_ = stream_offset_;
+    stream_offset_ += static_cast<uint32_t>(n);
+    length_got_ = mpa_ulpdu_length_size;
+    ulpdu_length_ = len;
+    header_len_ = static_cast<uint8_t>(hlen);
+    header_got_ = header_len_;
+    payload_len_ = len - header_len_;
+    payload_got_ = payload_len_;
+    pad_len_ = pad_got_ = static_cast<uint8_t>(mpa_pad_length(len));
+    crc_got_ = mpa_crc_size;
+    state_ = FpduRxState::crc;
+    return n;
+}
+
+size_t FpduReceiver::fast_trailer(std::span<const uint8_t> rest, FpduRxEvent& event)
+{
+    const size_t pad_left = pad_len_ - pad_got_;
+    const size_t n = pad_left + mpa_crc_size;
+    if (crc_got_ != 0 || marker_got_ != 0 || rest.size() < n) return 0;
+    if (options_.markers && mpa_octets_to_marker(stream_offset_) < n) return 0;  // case C or due
+    crc_update(rest.first(pad_left));
+    std::memcpy(crc_buf_.data(), rest.data() + pad_left, mpa_crc_size);
+    pad_got_ = pad_len_;
+    crc_got_ = mpa_crc_size;
+    stream_offset_ += static_cast<uint32_t>(n);
+    event = finish_fpdu();
+    return n;
 }
 
 }  // namespace iwemu::wire

@@ -30,6 +30,7 @@
 //    a bad CRC wins (0x02).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -164,6 +165,16 @@ private:
     }
     void enter_trailer();
     void begin_fpdu();
+    FpduRxEvent finish_fpdu();
+    // feed() fast paths, taken when a whole ULPDU_Length + DDP header (or a
+    // whole PAD + CRC) sits in the chunk with no marker among them: one CRC
+    // call and no per-state dispatch.  They return 0 when not applicable
+    // (the general path then handles the octets, errors included).
+    size_t fast_header(std::span<const uint8_t> rest);
+    // The whole FPDU is in the chunk: one CRC call over all of it.  On
+    // success the FPDU is absorbed up to (not including) finish_fpdu().
+    size_t fast_whole_fpdu(std::span<const uint8_t> rest);
+    size_t fast_trailer(std::span<const uint8_t> rest, FpduRxEvent& event);
 
     FpduReceiverOptions options_;
     FpduRxState state_ = FpduRxState::ulpdu_length;
@@ -202,16 +213,56 @@ size_t FpduReceiver::feed(std::span<const uint8_t> chunk, V& visitor)
 {
     size_t pos = 0;
     while (pos < chunk.size()) {
-        if (state_ == FpduRxState::error) return pos;
         const auto rest = chunk.subspan(pos);
-        if (state_ == FpduRxState::payload && !marker_pending()) {
-            // Hot path: hand the caller's octets straight up, CRC them once.
-            const FpduRxNeed need = next_need();
-            const size_t n = rest.size() < need.max_octets ? rest.size() : need.max_octets;
-            const auto fragment = rest.first(n);
-            visitor.on_payload(fragment, payload_got_);
-            pos += consume(fragment).consumed;
-            continue;
+        FpduRxEvent event = FpduRxEvent::none;
+        switch (state_) {
+        case FpduRxState::error:
+            return pos;
+        case FpduRxState::payload:
+            if (!marker_pending()) {
+                // Hot path: hand the caller's octets straight up, CRC them once.
+                uint32_t n = payload_len_ - payload_got_;
+                if (options_.markers) n = std::min(n, mpa_octets_to_marker(stream_offset_));
+                const auto fragment = rest.first(std::min<size_t>(rest.size(), n));
+                visitor.on_payload(fragment, payload_got_);
+                absorb_payload(fragment);
+                pos += fragment.size();
+                continue;
+            }
+            break;
+        case FpduRxState::ulpdu_length:
+            if (const size_t n = fast_whole_fpdu(rest)) {
+                pos += n;
+                visitor.on_segment_header(ddp_header(), ulpdu_length_);
+                if (payload_len_ > 0)
+                    visitor.on_payload(rest.subspan(mpa_ulpdu_length_size + header_len_, payload_len_), 0);
+                if (finish_fpdu() == FpduRxEvent::error) {
+                    visitor.on_error(error_);
+                    return pos;
+                }
+                visitor.on_segment_end();
+                continue;
+            }
+            if (const size_t n = fast_header(rest)) {
+                pos += n;
+                visitor.on_segment_header(ddp_header(), ulpdu_length_);
+                continue;
+            }
+            break;
+        case FpduRxState::pad:
+        case FpduRxState::crc:
+            if (const size_t n = fast_trailer(rest, event)) {
+                pos += n;
+                if (event == FpduRxEvent::error) {
+                    visitor.on_error(error_);
+                    return pos;
+                }
+                visitor.on_segment_end();
+                continue;
+            }
+            break;
+        default:
+            break;
         }
         const ConsumeResult r = consume(rest);
         pos += r.consumed;
