@@ -276,10 +276,11 @@ int main()
     CHECK(ibv_destroy_srq(srq) == EBUSY);      // qp_srq uses it
     CHECK(ibv_dealloc_pd(pd) == EBUSY);        // QPs, SRQ and MR in it
     CHECK(ibv_destroy_qp(qp) == 0);
-    CHECK(ibv_destroy_cq(cq) == 0);            // CQ before its channel
-    CHECK(ibv_destroy_comp_channel(ch) == 0);
+    CHECK(ibv_destroy_cq(cq) == EBUSY);        // still qp_srq's send CQ
     CHECK(ibv_dereg_mr(mr) == 0);              // MR before the QP that shares the PD
     CHECK(ibv_destroy_qp(qp_srq) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);            // CQ before its channel
+    CHECK(ibv_destroy_comp_channel(ch) == 0);
     CHECK(ibv_destroy_srq(srq) == 0);
     CHECK(ibv_destroy_cq(cq_plain) == 0);
     CHECK(ibv_dealloc_pd(pd) == 0);
