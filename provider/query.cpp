@@ -1,5 +1,5 @@
 // ibv_query_device(_ex) and ibv_query_port.  Capabilities come from the
-// emulator's attribute tables (emulator/device.h); identity (node GUID, GID
+// emulator (Emulator::device_attributes / port_attributes); identity (node GUID, GID
 // table length) from the sysfs tree the shim generated, which is also where
 // libibverbs serves GID and P_Key queries from (kernel-surface.md §3.5), so
 // the two can never disagree.
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "emulator/device.h"
+#include "emulator/emulator.h"
 #include "provider/provider.h"
 
 namespace iwemu::provider {
@@ -58,7 +58,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     if (input && input->comp_mask) return EINVAL;
     if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
     ibv_device_attr_ex full{};
-    fill_device_attr(*to_device(ctx->device), DeviceAttributes{}, &full.orig_attr);
+    fill_device_attr(*to_device(ctx->device), Emulator::instance().device_attributes(), &full.orig_attr);
     full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
     std::memcpy(attr, &full, std::min(attr_size, sizeof full));
     return 0;
@@ -67,7 +67,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
 int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr)
 {
     if (port != 1) return EINVAL;
-    const PortAttributes p{};
+    const PortAttributes& p = Emulator::instance().port_attributes();
     std::memset(attr, 0, sizeof *attr);
     attr->state = static_cast<ibv_port_state>(p.state);
     attr->max_mtu = static_cast<ibv_mtu>(p.max_mtu);
