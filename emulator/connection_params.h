@@ -36,6 +36,12 @@ struct ConnectionParams {
     uint16_t ird = 0;               // inbound Read queue depth granted to the peer
     uint16_t ord = 0;               // outbound Read Requests we may have in flight
     uint32_t mulpdu = 0;            // largest ULPDU we send (RFC 5044 §4.3), from TCP_MAXSEG
+                                    // (0: the QP computes it from TCP_MAXSEG and tx.markers)
+    // Responder only: the Initiator's go-ahead already arrived during startup
+    // (seed-002 Rtr frame mode), so the QP may send before the first inbound
+    // FPDU.  Otherwise a Responder sends nothing until the Initiator's first
+    // FPDU has arrived (RFC 5044 §7.1.2 rule 4).
+    bool responder_may_send_first = false;
 };
 
 }  // namespace iwemu

@@ -11,7 +11,9 @@
 //   sq_lock_  send queue, TX progress, IRD/ORD queues, state changes
 //   rq_lock_  receive ring (post_recv vs. the receiver taking a WQE)
 //   CQ lock   (inside CompletionQueue::push)
-// Callbacks (connection events, async events, CQ handlers) run with none held.
+// Connection-event callbacks run with no QP lock held.  CQ notification and
+// async-event handlers may run with this QP's locks held: they must only
+// signal (write an eventfd / queue the event), never call back into this QP.
 #pragma once
 
 #include <sys/uio.h>
@@ -169,7 +171,8 @@ private:
     // ---------------- receive side ----------------
     enum class RxTarget : uint8_t { none, discard, user, control };
     static constexpr size_t rx_staging_size = 64 * 1024;
-    static constexpr size_t rx_control_max = 128;  // RDMAP header octets we keep (Read Request, Terminate, ...)
+    static constexpr size_t rx_control_max = 128;
+    static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv  // RDMAP header octets we keep (Read Request, Terminate, ...)
 
     // -- tx_engine.cpp
     void tx_locked();                         // sq_lock_ held
@@ -178,38 +181,46 @@ private:
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
+    bool tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
+                            TxSlot::Action action, uint64_t sq_index);
+    void tx_local_error_locked(SendWqe& w, WcStatus status);
     void tx_retire_locked(TxSlot& slot);
-    void sq_complete_in_order_locked(std::vector<Completion>* deferred_unused = nullptr);
+    void sq_complete_in_order_locked();
     void set_epollout_locked(bool on);
     bool local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status) const;
     int payload_slices(const Sge* sge, uint32_t num_sge, uint64_t offset, uint32_t len,
                        std::span<const uint8_t>* out, int max) const;
+    void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
+                                std::optional<uint16_t> seg_len);
 
     // -- rx_engine.cpp
     void rx_locked();                         // rx_lock_ held
-    bool rx_on_segment_header();              // false: terminated
+    bool rx_handle_event(wire::FpduRxEvent ev);  // false: stop (error / terminate)
+    bool rx_on_segment_header();
     bool rx_on_segment_end();
-    void rx_fail(wire::TerminateCode code, bool with_rdma_header, AsyncEventType event,
-                 bool local_error_completion);
     bool rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len);
     bool rx_place_read_response(const wire::DdpHeader& h, uint32_t len);
     bool rx_place_send(const wire::DdpHeader& h, uint32_t len);
-    void rx_handle_read_request();
-    void rx_handle_terminate();
+    bool rx_handle_read_request();
+    void rx_handle_terminate(uint32_t body_len);
+    void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
+                 std::optional<uint16_t> seg_len, AsyncEventType event, WcStatus rq_status);
     void rx_connection_lost(int err);
-    void rx_release_target();
+    void rx_copy_payload(const uint8_t* p, size_t n);
+    int rx_dest_range(uint32_t off, uint32_t len, iovec* out) const;
+    // Async / connection events found under a lock, delivered after unlocking.
+    void defer_locked(std::optional<AsyncEventType> a, std::optional<QpConnectionEvent> c);
+    void drain_deferred();
 
     // -- qp.cpp
-    void flush_locked();                      // sq_lock_ held: complete everything with wr_flush_err
-    void flush_rq();
-    void enter_error(AsyncEventType* event_out);
+    int post_send_locked(const SendWr* wrs, size_t n, size_t* bad);
+    size_t build_rtr_locked(RtrType type);
+    void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
+    void flush_rq();                          // rx_lock_ held
     void close_socket_locked(bool abortive);
     void emit_connection_event(QpConnectionEvent ev);
     void emit_async(AsyncEventType type);
-    void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
-                                std::optional<uint16_t> seg_len);
     void complete(CompletionQueue* cq, const Completion& c, bool solicited);
-    void maybe_finish_close_locked();
 
     Emulator& emu_;
     const uint32_t qp_num_;
@@ -237,6 +248,12 @@ private:
     bool peer_fin_ = false;
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
     bool destroyed_ = false;
+    bool conn_event_sent_ = false;
+    bool tx_prefer_irq_ = true;
+    std::optional<AsyncEventType> pending_async_;
+    std::optional<QpConnectionEvent> pending_conn_;
+    std::atomic<bool> deferred_{false};
+    std::atomic<bool> rq_flush_pending_{false};   // the one final connection event of this attachment went out
 
     mutable std::mutex sq_lock_;
     std::vector<SendWqe> sq_;
@@ -253,6 +270,7 @@ private:
     // IRQ: inbound Read Requests to answer, oldest first.
     std::array<ReadResponseJob, 128> irq_{};
     uint32_t irq_head_ = 0, irq_count_ = 0;
+    uint32_t irq_built_ = 0;          // jobs at the IRQ head fully framed, awaiting retirement
     uint32_t tx_msn_[3] = {1, 1, 1};  // next MSN per QN (Send, Read Request, Terminate)
 
     // TX message in progress + batch
@@ -267,6 +285,7 @@ private:
     uint32_t tx_stream_offset_ = 0;
     bool terminate_pending_ = false;
     bool terminate_sent_ = false;
+    bool terminate_in_batch_ = false;
     std::array<uint8_t, wire::terminate_ulpdu_max_size + 8> terminate_ulpdu_{};
     size_t terminate_len_ = 0;
     std::array<uint8_t, 64> control_ulpdu_{};  // RTR
@@ -293,10 +312,14 @@ private:
     size_t rx_control_len_ = 0;
     wire::DdpHeader rx_hdr_{};
     uint8_t rx_opcode_ = 0;
+    uint32_t rx_plen_ = 0;             // payload octets of the current segment
+    uint16_t rx_ulen_ = 0;             // its ULPDU_Length
     // Untagged QN 0 message in progress
     bool rx_send_active_ = false;
     RecvWqe rx_wqe_{};
+    WcStatus rx_wqe_status_ = WcStatus::success;  // set when the message in progress failed locally
     uint64_t rx_send_placed_ = 0;
+    bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
 
     QpCounters counters_;

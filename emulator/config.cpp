@@ -1,0 +1,163 @@
+#include "emulator/config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "emulator/log.h"
+
+namespace iwemu {
+
+namespace {
+
+std::string_view trim(std::string_view s)
+{
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+    return s;
+}
+
+bool parse_bool(std::string_view v, bool* out)
+{
+    if (v == "1" || v == "on" || v == "yes" || v == "true") { *out = true; return true; }
+    if (v == "0" || v == "off" || v == "no" || v == "false") { *out = false; return true; }
+    return false;
+}
+
+bool parse_u32(std::string_view v, uint32_t lo, uint32_t hi, uint32_t* out)
+{
+    if (v.empty() || v.size() > 10) return false;
+    uint64_t n = 0;
+    for (char c : v) {
+        if (c < '0' || c > '9') return false;
+        n = n * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (n < lo || n > hi) return false;
+    *out = static_cast<uint32_t>(n);
+    return true;
+}
+
+bool valid_rtr_list(std::string_view v)
+{
+    if (v == "none") return true;
+    while (!v.empty()) {
+        const size_t comma = v.find(',');
+        const std::string_view item = trim(v.substr(0, comma));
+        if (item != "write" && item != "read" && item != "send") return false;
+        if (comma == std::string_view::npos) break;
+        v.remove_prefix(comma + 1);
+    }
+    return true;
+}
+
+// key (file spelling) ↔ environment variable.
+struct Key { const char* file; const char* env; };
+constexpr Key keys[] = {
+    {"crc", "IWEMU_CRC"},
+    {"markers", "IWEMU_MARKERS"},
+    {"mpa_rev", "IWEMU_MPA_REV"},
+    {"p2p", "IWEMU_P2P"},
+    {"rtr", "IWEMU_RTR"},
+    {"seed_rtr", "IWEMU_SEED_RTR"},
+    {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
+    {"ird", "IWEMU_IRD"},
+    {"ord", "IWEMU_ORD"},
+    {"busy_poll", "IWEMU_BUSY_POLL"},
+    {"busy_poll_us", "IWEMU_BUSY_POLL_US"},
+    {"poll_progress", "IWEMU_POLL_PROGRESS"},
+    {"log", "IWEMU_LOG"},
+};
+
+}  // namespace
+
+bool Config::set(std::string_view key, std::string_view value, std::string* error)
+{
+    value = trim(value);
+    uint32_t n = 0;
+    bool ok = true;
+    if (key == "crc") ok = parse_bool(value, &crc);
+    else if (key == "markers") ok = parse_bool(value, &markers);
+    else if (key == "mpa_rev") { ok = parse_u32(value, 1, 2, &n); if (ok) mpa_revision = static_cast<uint8_t>(n); }
+    else if (key == "p2p") ok = parse_bool(value, &peer_to_peer);
+    else if (key == "rtr") { ok = valid_rtr_list(value); if (ok) rtr_types = std::string(value); }
+    else if (key == "seed_rtr") ok = parse_bool(value, &seed_rtr_frame);
+    else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
+    else if (key == "ird") { ok = parse_u32(value, 0, 128, &n); if (ok) ird = static_cast<uint16_t>(n); }
+    else if (key == "ord") { ok = parse_u32(value, 0, 128, &n); if (ok) ord = static_cast<uint16_t>(n); }
+    else if (key == "busy_poll") ok = parse_bool(value, &busy_poll);
+    else if (key == "busy_poll_us") ok = parse_u32(value, 0, 1000000, &busy_poll_us);
+    else if (key == "poll_progress") ok = parse_bool(value, &rx_progress_on_poll);
+    else if (key == "log") {
+        if (value == "error") log_level = LogLevel::error;
+        else if (value == "warn") log_level = LogLevel::warn;
+        else if (value == "info") log_level = LogLevel::info;
+        else if (value == "debug") log_level = LogLevel::debug;
+        else ok = false;
+    } else {
+        if (error) *error = "unknown setting '" + std::string(key) + "'";
+        return false;
+    }
+    if (!ok && error)
+        *error = "bad value '" + std::string(value) + "' for '" + std::string(key) + "'";
+    return ok;
+}
+
+int parse_config_text(std::string_view text, Config& cfg, std::string* report)
+{
+    int errors = 0;
+    int line_no = 0;
+    while (!text.empty()) {
+        const size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+        line = trim(line);
+        if (line.empty()) continue;
+        const size_t eq = line.find('=');
+        std::string err;
+        if (eq == std::string_view::npos) {
+            err = "expected 'key = value'";
+        } else if (cfg.set(trim(line.substr(0, eq)), line.substr(eq + 1), &err)) {
+            continue;
+        }
+        ++errors;
+        if (report) *report += "line " + std::to_string(line_no) + ": " + err + "\n";
+    }
+    return errors;
+}
+
+Config load_config()
+{
+    Config cfg;
+    std::string path;
+    if (const char* p = std::getenv("IWEMU_CONFIG"); p && *p) {
+        path = p;
+    } else if (const char* home = std::getenv("HOME"); home && *home) {
+        std::string candidate = std::string(home) + "/.config/iwemu.conf";
+        if (std::ifstream(candidate).good()) path = candidate;
+    }
+    if (!path.empty()) {
+        std::ifstream in(path);
+        if (!in) {
+            std::fprintf(stderr, "iwemu: cannot read config file %s\n", path.c_str());
+        } else {
+            std::stringstream ss;
+            ss << in.rdbuf();
+            std::string report;
+            if (parse_config_text(ss.str(), cfg, &report) > 0)
+                std::fprintf(stderr, "iwemu: %s:\n%s", path.c_str(), report.c_str());
+            cfg.config_file = path;
+        }
+    }
+    for (const Key& k : keys) {
+        const char* v = std::getenv(k.env);
+        if (!v) continue;
+        std::string err;
+        if (!cfg.set(k.file, v, &err)) std::fprintf(stderr, "iwemu: %s: %s (ignored)\n", k.env, err.c_str());
+    }
+    return cfg;
+}
+
+}  // namespace iwemu

@@ -1,0 +1,123 @@
+#include "emulator/cq.h"
+
+#include <algorithm>
+
+#include "emulator/emulator.h"
+#include "emulator/qp.h"
+
+namespace iwemu {
+
+CompletionQueue::CompletionQueue(Emulator& emu, uint32_t capacity)
+    : emu_(emu), capacity_(capacity), ring_(capacity)
+{
+}
+
+int CompletionQueue::poll(Completion* out, int max)
+{
+    if (max <= 0) return 0;
+    for (int pass = 0; pass < 2; ++pass) {
+        {
+            std::lock_guard<std::mutex> g(lock_);
+            if (count_ > 0) {
+                const int n = static_cast<int>(std::min<uint32_t>(count_, static_cast<uint32_t>(max)));
+                for (int i = 0; i < n; ++i) {
+                    out[i] = ring_[head_];
+                    head_ = head_ + 1 == capacity_ ? 0 : head_ + 1;
+                }
+                count_ -= static_cast<uint32_t>(n);
+                return n;
+            }
+        }
+        if (pass == 1 || !emu_.config().rx_progress_on_poll) break;
+        // Empty: run the receive path of our QPs here, in the polling thread,
+        // instead of waiting for the engine thread to wake up.
+        std::shared_lock<std::shared_mutex> g(qps_lock_, std::try_to_lock);
+        if (!g.owns_lock()) break;
+        for (QueuePair* qp : qps_) qp->try_rx_progress();
+    }
+    return 0;
+}
+
+int CompletionQueue::req_notify(bool solicited_only)
+{
+    std::lock_guard<std::mutex> g(lock_);
+    // "next" is stronger than "solicited": keep it if already armed so.
+    if (arm_ != Arm::next) arm_ = solicited_only ? Arm::solicited : Arm::next;
+    return 0;
+}
+
+void CompletionQueue::set_event_handler(std::function<void()> handler)
+{
+    std::lock_guard<std::mutex> g(lock_);
+    handler_ = std::move(handler);
+}
+
+uint32_t CompletionQueue::size() const
+{
+    std::lock_guard<std::mutex> g(lock_);
+    return count_;
+}
+
+bool CompletionQueue::overflowed() const
+{
+    std::lock_guard<std::mutex> g(lock_);
+    return overflow_;
+}
+
+bool CompletionQueue::push(const Completion& c, bool solicited)
+{
+    std::function<void()> notify;
+    bool report_overflow = false;
+    bool accepted = false;
+    {
+        std::lock_guard<std::mutex> g(lock_);
+        if (count_ == capacity_ || overflow_) {
+            if (!overflow_) report_overflow = true;
+            overflow_ = true;
+        } else {
+            uint32_t tail = head_ + count_;
+            if (tail >= capacity_) tail -= capacity_;
+            ring_[tail] = c;
+            ++count_;
+            accepted = true;
+            // IB semantics: a solicited-only arm also fires on error completions.
+            const bool matches = arm_ == Arm::next ||
+                                 (arm_ == Arm::solicited && (solicited || c.status != WcStatus::success));
+            if (matches && handler_) {
+                arm_ = Arm::none;
+                notify = handler_;
+            } else if (matches) {
+                arm_ = Arm::none;
+            }
+        }
+    }
+    if (report_overflow) {
+        AsyncEvent ev;
+        ev.type = AsyncEventType::cq_err;
+        ev.cq = this;
+        emu_.post_async_event(ev);
+    }
+    if (notify) notify();
+    return accepted;
+}
+
+void CompletionQueue::attach_qp(QueuePair* qp)
+{
+    std::unique_lock<std::shared_mutex> g(qps_lock_);
+    qps_.push_back(qp);
+}
+
+void CompletionQueue::detach_qp(QueuePair* qp)
+{
+    std::unique_lock<std::shared_mutex> g(qps_lock_);
+    auto it = std::find(qps_.begin(), qps_.end(), qp);
+    if (it != qps_.end()) qps_.erase(it);
+}
+
+uint32_t CompletionQueue::attached_qps() const
+{
+    std::shared_lock<std::shared_mutex> g(qps_lock_);
+    return static_cast<uint32_t>(qps_.size());
+}
+
+}  // namespace iwemu

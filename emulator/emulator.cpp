@@ -1,0 +1,286 @@
+#include "emulator/emulator.h"
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netpacket/packet.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "emulator/engine.h"
+#include "emulator/log.h"
+
+namespace iwemu {
+
+Emulator& Emulator::instance()
+{
+    // Function-local static: constructed on first use, destroyed at exit
+    // (engine thread joined, sockets closed) after main() returns.
+    static Emulator emu(load_config());
+    return emu;
+}
+
+Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr)
+{
+    g_log_level.store(static_cast<int>(config_.log_level), std::memory_order_relaxed);
+    std::random_device rd;
+    // QP numbers start at a random point (like RNICs do) but stay below 2^24.
+    next_qpn_ = 16 + (rd() & 0xFFFF);
+    device_.fw_ver = "iwemu 0.1.0";
+    // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
+    device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
+    detect_identity();
+}
+
+Emulator::~Emulator()
+{
+    {
+        std::lock_guard<std::mutex> g(engine_lock_);
+        if (engine_) engine_->stop();
+    }
+    // Abort every live connection, then free objects in dependency order.
+    std::unordered_map<uint32_t, std::shared_ptr<QueuePair>> qps;
+    {
+        std::lock_guard<std::mutex> g(objects_lock_);
+        qps.swap(qps_);
+    }
+    for (auto& [n, qp] : qps) qp->shutdown_for_destroy();
+    qps.clear();
+    engine_.reset();
+    srqs_.clear();
+    cqs_.clear();
+    pds_.clear();
+}
+
+void Emulator::detect_identity()
+{
+    ifaddrs* ifa = nullptr;
+    if (getifaddrs(&ifa) != 0) return;
+    for (ifaddrs* i = ifa; i; i = i->ifa_next) {
+        if (!i->ifa_addr || (i->ifa_flags & IFF_LOOPBACK)) continue;
+        if (i->ifa_addr->sa_family == AF_PACKET && identity_.mac == std::array<uint8_t, 6>{}) {
+            auto* ll = reinterpret_cast<sockaddr_ll*>(i->ifa_addr);
+            if (ll->sll_halen == 6) std::memcpy(identity_.mac.data(), ll->sll_addr, 6);
+        }
+    }
+    for (ifaddrs* i = ifa; i; i = i->ifa_next) {
+        if (!i->ifa_addr) continue;
+        Gid g{};
+        if (i->ifa_addr->sa_family == AF_INET) {
+            auto* in = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+            g[10] = g[11] = 0xFF;
+            std::memcpy(&g[12], &in->sin_addr, 4);
+            identity_.gids.push_back(g);
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            auto* in6 = reinterpret_cast<sockaddr_in6*>(i->ifa_addr);
+            std::memcpy(g.data(), &in6->sin6_addr, 16);
+            identity_.gids.push_back(g);
+        }
+    }
+    freeifaddrs(ifa);
+    // GID 0: MAC-based EUI-64 in the link-local prefix, as siw reports it.
+    Gid g0{};
+    g0[0] = 0xFE;
+    g0[1] = 0x80;
+    const auto& m = identity_.mac;
+    g0[8] = m[0] ^ 0x02; g0[9] = m[1]; g0[10] = m[2]; g0[11] = 0xFF;
+    g0[12] = 0xFE; g0[13] = m[3]; g0[14] = m[4]; g0[15] = m[5];
+    identity_.gids.insert(identity_.gids.begin(), g0);
+    uint64_t guid = 0;
+    for (int i = 8; i < 16; ++i) guid = guid << 8 | g0[i];
+    device_.node_guid = guid;
+    device_.sys_image_guid = guid;
+    port_.gid_tbl_len = static_cast<int32_t>(identity_.gids.size());
+}
+
+void Emulator::set_async_event_handler(std::function<void(const AsyncEvent&)> handler)
+{
+    std::lock_guard<std::mutex> g(async_lock_);
+    async_handler_ = std::move(handler);
+}
+
+void Emulator::post_async_event(const AsyncEvent& ev)
+{
+    std::function<void(const AsyncEvent&)> h;
+    {
+        std::lock_guard<std::mutex> g(async_lock_);
+        h = async_handler_;
+    }
+    IWEMU_LOG(info, "async event %u (qp %u)", static_cast<unsigned>(ev.type), ev.qp ? ev.qp->qp_num() : 0u);
+    if (h) h(ev);
+}
+
+int Emulator::alloc_pd(ProtectionDomain** out)
+{
+    std::lock_guard<std::mutex> g(objects_lock_);
+    if (pds_.size() >= limits::max_pd) return ENOMEM;
+    const uint32_t h = next_pd_++;
+    auto pd = std::make_unique<ProtectionDomain>(h);
+    *out = pd.get();
+    pds_.emplace(h, std::move(pd));
+    return 0;
+}
+
+int Emulator::dealloc_pd(ProtectionDomain* pd)
+{
+    if (!pd) return EINVAL;
+    std::lock_guard<std::mutex> g(objects_lock_);
+    auto it = pds_.find(pd->handle());
+    if (it == pds_.end() || it->second.get() != pd) return EINVAL;
+    if (pd->users() != 0) return EBUSY;
+    pds_.erase(it);
+    return 0;
+}
+
+int Emulator::reg_mr(ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
+                     MemoryRegion** out)
+{
+    if (!pd || !out || length == 0 || length > limits::max_mr_size) return EINVAL;
+    if (!addr) return EINVAL;
+    // IB rule (ibv_reg_mr(3)): remote write or atomic needs local write.
+    if ((access & (access_remote_write | access_remote_atomic)) && !(access & access_local_write)) return EINVAL;
+    if (access & access_remote_atomic) return EINVAL;  // RFC 7306 off; atomic_cap is NONE
+    if (reinterpret_cast<uintptr_t>(addr) + length < reinterpret_cast<uintptr_t>(addr)) return EINVAL;
+    if (iova + length < iova && iova + length != 0) return EINVAL;
+    int rc = stags_.register_region(pd, addr, length, iova, access, out);
+    if (rc == 0) pd->users_.fetch_add(1, std::memory_order_acq_rel);
+    return rc;
+}
+
+int Emulator::dereg_mr(MemoryRegion* mr)
+{
+    if (!mr || !mr->pd()) return EINVAL;
+    ProtectionDomain* pd = mr->pd();
+    stags_.deregister(mr);
+    pd->users_.fetch_sub(1, std::memory_order_acq_rel);
+    return 0;
+}
+
+int Emulator::create_cq(uint32_t cqe, CompletionQueue** out)
+{
+    if (cqe == 0 || cqe > limits::max_cqe || !out) return EINVAL;
+    std::lock_guard<std::mutex> g(objects_lock_);
+    if (cqs_.size() >= limits::max_cq) return ENOMEM;
+    auto cq = std::make_unique<CompletionQueue>(*this, cqe);
+    *out = cq.get();
+    cqs_.emplace(cq.get(), std::move(cq));
+    return 0;
+}
+
+int Emulator::destroy_cq(CompletionQueue* cq)
+{
+    std::lock_guard<std::mutex> g(objects_lock_);
+    auto it = cqs_.find(cq);
+    if (it == cqs_.end()) return EINVAL;
+    for (auto& [n, qp] : qps_)
+        if (qp->init_attr().send_cq == cq || qp->init_attr().recv_cq == cq) return EBUSY;
+    cqs_.erase(it);
+    return 0;
+}
+
+int Emulator::create_srq(ProtectionDomain* pd, const SrqAttr& attr, SharedReceiveQueue** out)
+{
+    if (!pd || !out || attr.max_wr == 0 || attr.max_wr > limits::max_srq_wr || attr.max_sge > limits::max_srq_sge ||
+        attr.srq_limit > attr.max_wr)
+        return EINVAL;
+    std::lock_guard<std::mutex> g(objects_lock_);
+    if (srqs_.size() >= limits::max_srq) return ENOMEM;
+    auto srq = std::make_unique<SharedReceiveQueue>(*this, pd, attr.max_wr, attr.max_sge ? attr.max_sge : 1,
+                                                    attr.srq_limit);
+    *out = srq.get();
+    srqs_.emplace(srq.get(), std::move(srq));
+    pd->users_.fetch_add(1, std::memory_order_acq_rel);
+    return 0;
+}
+
+int Emulator::destroy_srq(SharedReceiveQueue* srq)
+{
+    std::lock_guard<std::mutex> g(objects_lock_);
+    auto it = srqs_.find(srq);
+    if (it == srqs_.end()) return EINVAL;
+    if (srq->users.load() != 0) return EBUSY;
+    srq->pd()->users_.fetch_sub(1, std::memory_order_acq_rel);
+    srqs_.erase(it);
+    return 0;
+}
+
+int Emulator::create_qp(ProtectionDomain* pd, QpInitAttr& attr, QueuePair** out)
+{
+    if (!pd || !out || !attr.send_cq || !attr.recv_cq) return EINVAL;
+    QpCap& cap = attr.cap;
+    if (cap.max_send_wr > limits::max_qp_wr || cap.max_recv_wr > limits::max_qp_wr ||
+        cap.max_send_sge > limits::max_sge || cap.max_recv_sge > limits::max_sge ||
+        cap.max_inline_data > limits::max_inline_data)
+        return EINVAL;
+    if (attr.srq && attr.srq->pd() != pd) return EINVAL;
+    // Grant at least one WQE/SGE, and inline at least what an SGE list holds.
+    if (cap.max_send_wr == 0) cap.max_send_wr = 1;
+    if (!attr.srq && cap.max_recv_wr == 0) cap.max_recv_wr = 1;
+    if (cap.max_send_sge == 0) cap.max_send_sge = 1;
+    if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
+    if (attr.srq) cap.max_recv_wr = cap.max_recv_sge = 0;
+    std::shared_ptr<QueuePair> qp;
+    {
+        std::lock_guard<std::mutex> g(objects_lock_);
+        if (qps_.size() >= limits::max_qp) return ENOMEM;
+        if (cqs_.find(attr.send_cq) == cqs_.end() || cqs_.find(attr.recv_cq) == cqs_.end()) return EINVAL;
+        uint32_t qpn;
+        do {
+            qpn = next_qpn_++ & 0xFFFFFF;
+        } while (qpn < 2 || qps_.count(qpn));
+        qp = std::make_shared<QueuePair>(*this, qpn, pd, attr);
+        qps_.emplace(qpn, qp);
+    }
+    pd->users_.fetch_add(1, std::memory_order_acq_rel);
+    if (attr.srq) attr.srq->users.fetch_add(1);
+    attr.send_cq->attach_qp(qp.get());
+    if (attr.recv_cq != attr.send_cq) attr.recv_cq->attach_qp(qp.get());
+    *out = qp.get();
+    return 0;
+}
+
+int Emulator::destroy_qp(QueuePair* qp)
+{
+    if (!qp) return EINVAL;
+    std::shared_ptr<QueuePair> keep;
+    {
+        std::lock_guard<std::mutex> g(objects_lock_);
+        auto it = qps_.find(qp->qp_num());
+        if (it == qps_.end() || it->second.get() != qp) return EINVAL;
+        keep = it->second;
+        qps_.erase(it);
+    }
+    // Detach first: after this no polling thread can enter the QP's receive path.
+    const QpInitAttr& ia = keep->init_attr();
+    ia.send_cq->detach_qp(qp);
+    if (ia.recv_cq != ia.send_cq) ia.recv_cq->detach_qp(qp);
+    keep->shutdown_for_destroy();
+    if (ia.srq) ia.srq->users.fetch_sub(1);
+    keep->pd()->users_.fetch_sub(1, std::memory_order_acq_rel);
+    return 0;  // memory goes when the engine drops its last reference
+}
+
+std::shared_ptr<QueuePair> Emulator::find_qp(uint32_t qp_num)
+{
+    std::lock_guard<std::mutex> g(objects_lock_);
+    auto it = qps_.find(qp_num);
+    return it == qps_.end() ? nullptr : it->second;
+}
+
+uint32_t Emulator::live_qps() const
+{
+    std::lock_guard<std::mutex> g(const_cast<std::mutex&>(objects_lock_));
+    return static_cast<uint32_t>(qps_.size());
+}
+
+Engine& Emulator::engine()
+{
+    std::lock_guard<std::mutex> g(engine_lock_);
+    if (!engine_) engine_ = std::make_unique<Engine>(*this);
+    return *engine_;
+}
+
+}  // namespace iwemu

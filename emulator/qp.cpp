@@ -1,0 +1,565 @@
+// QueuePair: creation, verbs (modify/query/post), connection hand-off and
+// teardown, flushing.  The data path lives in tx_engine.cpp / rx_engine.cpp.
+#include "emulator/qp.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emulator/cq.h"
+#include "emulator/emulator.h"
+#include "emulator/engine.h"
+#include "emulator/log.h"
+#include "emulator/pd.h"
+#include "emulator/srq.h"
+#include "emulator/wire/network_order.h"
+#include "emulator/wire/read_request.h"
+#include "emulator/wire/rdmap_opcode.h"
+
+namespace iwemu {
+
+QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const QpInitAttr& attr)
+    : emu_(emu), qp_num_(qp_num), pd_(pd), init_(attr), srq_(attr.srq)
+{
+    const QpCap& cap = attr.cap;
+    // Everything the data path needs is allocated here, once: posting never allocates.
+    sq_.resize(cap.max_send_wr);
+    max_send_sge_ = cap.max_send_sge;
+    max_inline_ = cap.max_inline_data;
+    sq_sge_.resize(static_cast<size_t>(cap.max_send_wr) * max_send_sge_);
+    sq_inline_.resize(static_cast<size_t>(cap.max_send_wr) * max_inline_);
+    for (size_t i = 0; i < sq_.size(); ++i) {
+        sq_[i].sge = &sq_sge_[i * max_send_sge_];
+        sq_[i].inline_buf = max_inline_ ? &sq_inline_[i * max_inline_] : nullptr;
+    }
+    if (!srq_) rq_.init(cap.max_recv_wr, cap.max_recv_sge);
+    rx_staging_.resize(rx_staging_size);
+    ord_ = emu.config().ord;
+    ird_ = emu.config().ird;
+}
+
+QueuePair::~QueuePair()
+{
+    const int fd = fd_.load();
+    if (fd >= 0) ::close(fd);
+    for (uint32_t i = 0; i < irq_count_; ++i) {
+        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+        if (j.source) StagTable::release(j.source);
+    }
+    if (rx_mr_) StagTable::release(rx_mr_);
+}
+
+// ---------------------------------------------------------------- verbs ----
+
+int QueuePair::modify(const QpAttr& attr, uint32_t mask)
+{
+    constexpr uint32_t unsupported = qp_attr_alt_path | qp_attr_path_mig_state;
+    if (mask & unsupported) return EOPNOTSUPP;
+    AsyncEventType ev{};
+    bool emit_abort = false;
+    {
+        std::lock_guard<std::mutex> rg(rx_lock_);
+        std::lock_guard<std::mutex> sg(sq_lock_);
+        const QpState cur = state_.load();
+        if ((mask & qp_attr_cur_state) && attr.cur_qp_state != cur) return EINVAL;
+        if ((mask & qp_attr_max_qp_rd_atomic) && attr.max_rd_atomic > limits::max_ord) return EINVAL;
+        if ((mask & qp_attr_max_dest_rd_atomic) && attr.max_dest_rd_atomic > limits::max_ird) return EINVAL;
+        if ((mask & qp_attr_port) && attr.port_num != 1) return EINVAL;
+        Transition t;
+        if (mask & qp_attr_state) {
+            t = verbs_transition(cur, attr.qp_state, fd_.load() >= 0);
+            if (t.error) return t.error;
+        }
+        if (mask & qp_attr_access_flags) access_flags_ = attr.qp_access_flags;
+        // ORD/IRD: the application's values until a connection negotiates its own.
+        if (mask & qp_attr_max_qp_rd_atomic) ord_ = attr.max_rd_atomic;
+        if (mask & qp_attr_max_dest_rd_atomic) ird_ = attr.max_dest_rd_atomic;
+        if (!(mask & qp_attr_state)) return 0;
+        const QpState next = attr.qp_state;
+        if (t.abort) {
+            close_socket_locked(true);
+            emit_abort = true;
+        }
+        if (t.close) {
+            closing_ = true;
+            state_.store(QpState::sqd);
+            tx_locked();
+            return 0;
+        }
+        if (t.flush) {
+            state_.store(QpState::err);
+            flush_locked();
+            flush_rq();
+            (void)ev;
+        }
+        if (t.reset) {
+            flush_locked();  // nothing may survive a reset; no completions for RESET (queues emptied)
+            sq_head_ = sq_tx_ = sq_tail_ = 0;
+            {
+                std::lock_guard<std::mutex> qg(rq_lock_);
+                rq_.clear();
+            }
+            rx_send_active_ = false;
+            rx_dead_ = false;
+            for (auto& m : tx_msn_) m = 1;
+            for (auto& m : rx_msn_) m = 1;
+            terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
+            closing_ = fin_sent_ = peer_fin_ = false;
+            conn_event_sent_ = false;
+        }
+        state_.store(next);
+    }
+    if (emit_abort) emit_connection_event(QpConnectionEvent::connection_error);
+    return 0;
+}
+
+int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    if (attr) {
+        *attr = QpAttr{};
+        attr->qp_state = attr->cur_qp_state = state_.load();
+        attr->qp_access_flags = access_flags_;
+        attr->cap = init_.cap;
+        attr->max_rd_atomic = static_cast<uint8_t>(ord_);
+        attr->max_dest_rd_atomic = static_cast<uint8_t>(ird_);
+        attr->sq_draining = state_.load() == QpState::sqd && sq_head_ != sq_tail_;
+        attr->port_num = 1;
+        attr->path_mtu = 5;
+    }
+    if (init) *init = init_;
+    return 0;
+}
+
+int QueuePair::post_send(const SendWr* wrs, size_t n, size_t* bad)
+{
+    int rc = post_send_locked(wrs, n, bad);
+    drain_deferred();
+    return rc;
+}
+
+int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    const QpState st = state_.load();
+    if (st == QpState::reset) {
+        if (bad) *bad = 0;
+        return EINVAL;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const SendWr& wr = wrs[i];
+        int rc = 0;
+        switch (wr.opcode) {
+        case WrOpcode::send:
+        case WrOpcode::send_with_inv:
+        case WrOpcode::rdma_write:
+        case WrOpcode::rdma_read:
+        case WrOpcode::local_inv: break;
+        default: rc = EOPNOTSUPP;  // atomics, *_with_imm, bind_mw: RFC 7306 is off
+        }
+        if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
+        if (!rc && wr.num_sge && !wr.sg_list) rc = EINVAL;
+        uint64_t total = 0;
+        for (uint32_t s = 0; !rc && s < wr.num_sge; ++s) total += wr.sg_list[s].length;
+        if (!rc && total > limits::max_msg_size) rc = EINVAL;
+        const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv;
+        if (!rc && inl && (total > max_inline_ || wr.opcode == WrOpcode::rdma_read)) rc = EINVAL;
+        if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
+        if (rc) {
+            if (bad) *bad = i;
+            return rc;
+        }
+        if (st == QpState::err || st == QpState::sqe) {
+            // Posting in ERROR completes at once with a flush status.
+            Completion c;
+            c.wr_id = wr.wr_id;
+            c.status = WcStatus::wr_flush_err;
+            c.opcode = wr.opcode == WrOpcode::rdma_write ? WcOpcode::rdma_write
+                       : wr.opcode == WrOpcode::rdma_read ? WcOpcode::rdma_read
+                       : wr.opcode == WrOpcode::local_inv ? WcOpcode::local_inv
+                                                          : WcOpcode::send;
+            c.qp_num = qp_num_;
+            complete(init_.send_cq, c, false);
+            continue;
+        }
+        SendWqe& w = sq_[sq_tail_ % sq_.size()];
+        w.wr_id = wr.wr_id;
+        w.opcode = wr.opcode;
+        w.flags = wr.send_flags;
+        w.remote_addr = wr.remote_addr;
+        w.rkey = wr.rkey;
+        w.inv_rkey = wr.invalidate_rkey;
+        w.length = total;
+        w.phase = WqePhase::queued;
+        w.status = WcStatus::success;
+        w.placed = 0;
+        if (inl) {
+            uint64_t off = 0;
+            for (uint32_t s = 0; s < wr.num_sge; ++s) {
+                if (wr.sg_list[s].length)
+                    std::memcpy(w.inline_buf + off, reinterpret_cast<const void*>(wr.sg_list[s].addr),
+                                wr.sg_list[s].length);
+                off += wr.sg_list[s].length;
+            }
+            w.num_sge = total ? 1 : 0;
+            w.sge[0] = Sge{reinterpret_cast<uint64_t>(w.inline_buf), static_cast<uint32_t>(total), 0};
+        } else {
+            w.num_sge = wr.num_sge;
+            for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];
+        }
+        ++sq_tail_;
+    }
+    if (fd_.load(std::memory_order_relaxed) >= 0) tx_locked();
+    return 0;
+}
+
+int QueuePair::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
+{
+    if (srq_) {
+        if (bad) *bad = 0;
+        return EINVAL;
+    }
+    const QpState st = state_.load();
+    if (st == QpState::reset) {
+        if (bad) *bad = 0;
+        return EINVAL;
+    }
+    if (st == QpState::err) {
+        for (size_t i = 0; i < n; ++i) {
+            if (wrs[i].num_sge > rq_.max_sge()) {
+                if (bad) *bad = i;
+                return EINVAL;
+            }
+            Completion c;
+            c.wr_id = wrs[i].wr_id;
+            c.status = WcStatus::wr_flush_err;
+            c.opcode = WcOpcode::recv;
+            c.qp_num = qp_num_;
+            complete(init_.recv_cq, c, false);
+        }
+        return 0;
+    }
+    std::lock_guard<std::mutex> g(rq_lock_);
+    for (size_t i = 0; i < n; ++i) {
+        if (int rc = rq_.push(wrs[i])) {
+            if (bad) *bad = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------- connection ----
+
+void QueuePair::set_connection_event_handler(std::function<void(QpConnectionEvent)> handler)
+{
+    std::lock_guard<std::mutex> g(handler_lock_);
+    conn_handler_ = std::move(handler);
+}
+
+void QueuePair::emit_connection_event(QpConnectionEvent ev)
+{
+    std::function<void(QpConnectionEvent)> h;
+    {
+        std::lock_guard<std::mutex> g(handler_lock_);
+        h = conn_handler_;
+    }
+    IWEMU_LOG(debug, "qp %u: connection event %u", qp_num_, static_cast<unsigned>(ev));
+    if (h) h(ev);
+}
+
+void QueuePair::emit_async(AsyncEventType type)
+{
+    AsyncEvent ev;
+    ev.type = type;
+    ev.qp = this;
+    emu_.post_async_event(ev);
+}
+
+int QueuePair::attach_connection(const ConnectionParams& params)
+{
+    if (params.fd < 0) return -EINVAL;
+    if (params.rtr != RtrType::none && params.mpa_revision < 2) {
+        // RFC 6581 RTRs exist only with Rev 2; refuse a contradictory hand-off.
+        return -EINVAL;
+    }
+    {
+        std::lock_guard<std::mutex> rg(rx_lock_);
+        std::lock_guard<std::mutex> sg(sq_lock_);
+        if (destroyed_) return -EINVAL;
+        if (fd_.load() >= 0) return -EISCONN;
+        const QpState st = state_.load();
+        if (st != QpState::init && st != QpState::rtr && st != QpState::rts) return -EINVAL;
+
+        const int fd = params.fd;
+        const int fl = fcntl(fd, F_GETFL);
+        if (fl < 0) return -EBADF;
+        if (!(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // MPA-011
+
+        params_ = params;
+        if (params.mulpdu) {
+            mulpdu_ = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
+                      : params.mulpdu > wire::mpa_mulpdu_max ? wire::mpa_mulpdu_max
+                                                             : params.mulpdu;
+        } else {
+            int mss = 0;
+            socklen_t len = sizeof mss;
+            if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0) mss = 1460;
+            mulpdu_ = wire::mpa_mulpdu(static_cast<uint32_t>(mss), params.tx.markers);
+        }
+        // Negotiated depths win over the application's modify values; 0 keeps ours.
+        if (params.ord) ord_ = params.ord > limits::max_ord ? limits::max_ord : params.ord;
+        if (params.ird) ird_ = params.ird > limits::max_ird ? limits::max_ird : params.ird;
+
+        wire::FpduReceiverOptions ro;
+        ro.crc = params.rx.crc;
+        ro.markers = params.rx.markers;
+        rx_.reset(ro);
+        rx_pos_ = rx_end_ = 0;
+        rx_dead_ = false;
+        rx_send_active_ = false;
+        tx_stream_offset_ = 0;
+        slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
+        slot_sent_bytes_ = batch_bytes_ = 0;
+        tx_msg_ = TxMessage::none;
+        terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
+        closing_ = fin_sent_ = peer_fin_ = false;
+        conn_event_sent_ = false;
+        rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
+
+        if (params.role == ConnectionRole::initiator) {
+            // RFC 5044 §7.1.2: the Initiator may send (and must accept FPDUs) right after the Reply.
+            tx_gate_open_ = true;
+            if (params.rtr != RtrType::none) {
+                rtr_pending_tx_ = true;
+                rtr_read_response_expected_ = params.rtr == RtrType::zero_length_read;
+                control_len_ = build_rtr_locked(params.rtr);
+            }
+        } else {
+            tx_gate_open_ = params.responder_may_send_first;
+            rtr_expect_rx_ = params.rtr != RtrType::none;
+        }
+        fd_.store(fd, std::memory_order_release);
+        state_.store(on_iwarp_event(st, IwarpEvent::connection_attached));
+        if (int rc = emu_.engine().add(fd, qp_num_); rc != 0) {
+            fd_.store(-1);
+            state_.store(st);
+            return rc;
+        }
+        IWEMU_LOG(info, "qp %u: attached fd %d as %s, mulpdu %u, crc tx/rx %d/%d, markers tx/rx %d/%d, rtr %d",
+                  qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", mulpdu_,
+                  params.tx.crc, params.rx.crc, params.tx.markers, params.rx.markers, static_cast<int>(params.rtr));
+        tx_locked();  // RTR and anything posted before the connection existed
+    }
+    emit_connection_event(QpConnectionEvent::established);
+    return 0;
+}
+
+// RFC 6581 §9.2 / WIRE.md §3: the RTR is an ordinary zero-length message,
+// the Initiator's first FPDU.  STag/TO of the Write/Read RTR are sent as 0
+// (never checked by the Responder, DDP-013 / RDMAP-009).
+size_t QueuePair::build_rtr_locked(RtrType type)
+{
+    wire::DdpHeader h;
+    h.control.dv = wire::ddp_version;
+    h.control.last = true;
+    size_t n = 0;
+    switch (type) {
+    case RtrType::zero_length_send:
+        h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::send);
+        h.qn = wire::rdmap_qn_send;
+        h.msn = tx_msn_[0]++;
+        n = wire::encode_ddp_header(h, control_ulpdu_);
+        break;
+    case RtrType::zero_length_write:
+        h.control.tagged = true;
+        h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_write);
+        n = wire::encode_ddp_header(h, control_ulpdu_);
+        break;
+    case RtrType::zero_length_read: {
+        h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_read_request);
+        h.qn = wire::rdmap_qn_read_request;
+        h.msn = tx_msn_[1]++;
+        n = wire::encode_ddp_header(h, control_ulpdu_);
+        wire::RdmaReadRequestHeader rr{};
+        n += wire::encode_read_request(rr, std::span<uint8_t>(control_ulpdu_).subspan(n));
+        break;
+    }
+    case RtrType::none: break;
+    }
+    return n;
+}
+
+void QueuePair::disconnect()
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    if (fd_.load() < 0 || closing_) return;
+    closing_ = true;
+    if (state_.load() == QpState::rts) state_.store(QpState::sqd);
+    tx_locked();  // sends the FIN once the queue is drained
+}
+
+void QueuePair::abort()
+{
+    bool was_connected = false;
+    {
+        std::lock_guard<std::mutex> rg(rx_lock_);
+        std::lock_guard<std::mutex> sg(sq_lock_);
+        if (fd_.load() < 0) return;
+        was_connected = true;
+        close_socket_locked(true);
+        if (state_.load() != QpState::reset) state_.store(QpState::err);
+        flush_locked();
+        flush_rq();
+        if (conn_event_sent_) was_connected = false;
+        conn_event_sent_ = true;
+    }
+    if (was_connected) emit_connection_event(QpConnectionEvent::connection_error);
+}
+
+void QueuePair::close_socket_locked(bool abortive)
+{
+    const int fd = fd_.load();
+    if (fd < 0) return;
+    emu_.engine().remove(fd);
+    if (abortive) {
+        linger lg{1, 0};  // RST instead of FIN (RDMAP-026 LLP abortive termination)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    ::close(fd);
+    fd_.store(-1, std::memory_order_release);
+    epollout_ = false;
+    // Pinned tagged target of a half-placed segment.
+    slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
+    slot_sent_bytes_ = batch_bytes_ = 0;
+}
+
+void QueuePair::shutdown_for_destroy()
+{
+    std::lock_guard<std::mutex> rg(rx_lock_);
+    std::lock_guard<std::mutex> sg(sq_lock_);
+    destroyed_ = true;
+    close_socket_locked(true);
+    for (uint32_t i = 0; i < irq_count_; ++i) {
+        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+        if (j.source) StagTable::release(j.source);
+        j.source = nullptr;
+    }
+    irq_count_ = irq_built_ = 0;
+    if (rx_mr_) {
+        StagTable::release(rx_mr_);
+        rx_mr_ = nullptr;
+    }
+    state_.store(QpState::err);
+}
+
+// ------------------------------------------------------------- flushing ----
+
+void QueuePair::complete(CompletionQueue* cq, const Completion& c, bool solicited)
+{
+    if (!destroyed_ && cq) cq->push(c, solicited);
+}
+
+static WcOpcode wc_opcode_of(WrOpcode op)
+{
+    switch (op) {
+    case WrOpcode::rdma_write: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::local_inv: return WcOpcode::local_inv;
+    default: return WcOpcode::send;
+    }
+}
+
+void QueuePair::sq_complete_in_order_locked()
+{
+    // RFC 5040 §5.5 rule 17/18: work requests complete in posting order.
+    while (sq_head_ < sq_tx_) {
+        SendWqe& w = sq_[sq_head_ % sq_.size()];
+        if (w.phase != WqePhase::done) break;
+        if (w.status != WcStatus::success || (w.flags & send_signaled) || init_.sq_sig_all) {
+            Completion c;
+            c.wr_id = w.wr_id;
+            c.status = w.status;
+            c.opcode = wc_opcode_of(w.opcode);
+            c.byte_len = static_cast<uint32_t>(w.length);
+            c.qp_num = qp_num_;
+            complete(init_.send_cq, c, false);
+        }
+        ++sq_head_;
+    }
+}
+
+void QueuePair::flush_locked()
+{
+    // Everything not yet complete ends with wr_flush_err (or the error it
+    // already carries), in order.  Error completions are generated for
+    // unsignaled WRs too (IB spec 10.8.3).
+    for (uint64_t i = sq_head_; i < sq_tail_; ++i) {
+        SendWqe& w = sq_[i % sq_.size()];
+        if (w.phase == WqePhase::done) continue;
+        if (w.status == WcStatus::success) w.status = WcStatus::wr_flush_err;
+        w.phase = WqePhase::done;
+    }
+    sq_tx_ = sq_tail_;
+    sq_complete_in_order_locked();
+    orq_head_ = orq_count_ = 0;
+    for (uint32_t i = 0; i < irq_count_; ++i) {
+        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+        if (j.source) StagTable::release(j.source);
+        j.source = nullptr;
+    }
+    irq_head_ = irq_count_ = irq_built_ = 0;
+    tx_msg_ = TxMessage::none;
+    tx_offset_ = 0;
+}
+
+void QueuePair::flush_rq()
+{
+    // Caller holds rx_lock_ (so the message being received is ours to end).
+    if (rx_send_active_) {
+        Completion c;
+        c.wr_id = rx_wqe_.wr_id;
+        c.status = rx_wqe_status_ != WcStatus::success ? rx_wqe_status_ : WcStatus::wr_flush_err;
+        c.opcode = WcOpcode::recv;
+        c.qp_num = qp_num_;
+        complete(init_.recv_cq, c, false);
+        rx_send_active_ = false;
+    }
+    rx_wqe_status_ = WcStatus::success;
+    if (srq_) {
+        // SRQ WQEs stay with the SRQ; tell the consumer this QP takes no more.
+        if (!destroyed_) emit_async(AsyncEventType::qp_last_wqe_reached);
+        return;
+    }
+    std::lock_guard<std::mutex> g(rq_lock_);
+    RecvWqe w;
+    while (rq_.pop(&w)) {
+        Completion c;
+        c.wr_id = w.wr_id;
+        c.status = WcStatus::wr_flush_err;
+        c.opcode = WcOpcode::recv;
+        c.qp_num = qp_num_;
+        complete(init_.recv_cq, c, false);
+    }
+}
+
+TerminateRecord QueuePair::last_terminate_sent() const
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    return term_sent_;
+}
+
+TerminateRecord QueuePair::last_terminate_received() const
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    return term_received_;
+}
+
+}  // namespace iwemu

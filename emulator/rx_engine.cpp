@@ -1,0 +1,663 @@
+// Receive path of a QP: bytes from the socket → wire::FpduReceiver (pull
+// mode) → DDP placement → RDMAP delivery.
+//
+// Placement never stages payload when it can avoid it: once a segment's
+// header is validated, its payload is read with readv() straight into the
+// target (the MR for tagged segments, the receive WQE's SGEs for untagged
+// ones), with a small tail iovec into the staging buffer that picks up the
+// PAD/CRC and the next FPDU header in the same system call.  Only payload
+// that arrived together with its header in one read is copied (small
+// messages).  Every check of RFC 5041 §7.1 / RFC 5040 §7.2 happens before a
+// single octet is placed; every failure ends in a Terminate, ERR and flush.
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emulator/cq.h"
+#include "emulator/emulator.h"
+#include "emulator/log.h"
+#include "emulator/qp.h"
+#include "emulator/srq.h"
+#include "emulator/wire/rdmap_message.h"
+#include "emulator/wire/read_request.h"
+
+namespace iwemu {
+
+namespace {
+
+using wire::TerminateCode;
+using wire::TerminateLayer;
+namespace et = wire::etype;
+namespace ec = wire::ecode;
+
+constexpr TerminateCode ddp_tagged(uint8_t code) { return {TerminateLayer::ddp, et::ddp_tagged_buffer, code}; }
+constexpr TerminateCode ddp_untagged(uint8_t code) { return {TerminateLayer::ddp, et::ddp_untagged_buffer, code}; }
+constexpr TerminateCode rdmap_prot(uint8_t code) { return {TerminateLayer::rdmap, et::rdmap_remote_protection, code}; }
+constexpr TerminateCode rdmap_op(uint8_t code) { return {TerminateLayer::rdmap, et::rdmap_remote_operation, code}; }
+
+// Tagged segment errors (RFC 5041 §7.2).  DDP has no "access rights" code:
+// like Linux siw, a missing right is reported as an invalid STag.
+TerminateCode tagged_code(StagError e)
+{
+    switch (e) {
+    case StagError::bounds: return ddp_tagged(ec::ddp_tagged_base_or_bounds_violation);
+    case StagError::pd_mismatch: return ddp_tagged(ec::ddp_tagged_stag_not_associated);
+    case StagError::to_wrap: return ddp_tagged(ec::ddp_tagged_to_wrap);
+    default: return ddp_tagged(ec::ddp_tagged_invalid_stag);
+    }
+}
+
+// Read Request source errors (RFC 5040 §5.2.1, §7.2, RDMAP-009).
+TerminateCode read_source_code(StagError e)
+{
+    switch (e) {
+    case StagError::bounds: return rdmap_prot(ec::rdmap_base_or_bounds_violation);
+    case StagError::pd_mismatch: return rdmap_prot(ec::rdmap_stag_not_associated);
+    case StagError::access: return rdmap_prot(ec::rdmap_access_rights_violation);
+    case StagError::to_wrap: return rdmap_prot(ec::rdmap_to_wrap);
+    default: return rdmap_prot(ec::rdmap_invalid_stag);
+    }
+}
+
+// Completion status of the requester's WR a received Terminate kills.
+WcStatus status_for_terminate(const TerminateCode& c)
+{
+    if (c.layer == TerminateLayer::rdmap && c.etype == et::rdmap_remote_protection) return WcStatus::rem_access_err;
+    if (c.layer == TerminateLayer::ddp && c.etype == et::ddp_tagged_buffer) return WcStatus::rem_access_err;
+    if (c.layer == TerminateLayer::ddp && c.etype == et::ddp_untagged_buffer) return WcStatus::rem_inv_req_err;
+    if (c.layer == TerminateLayer::rdmap && c.etype == et::rdmap_remote_operation) return WcStatus::rem_op_err;
+    return WcStatus::fatal_err;
+}
+
+}  // namespace
+
+void QueuePair::rx_progress()
+{
+    {
+        std::lock_guard<std::mutex> g(rx_lock_);
+        rx_locked();
+    }
+    drain_deferred();
+}
+
+void QueuePair::try_rx_progress()
+{
+    {
+        std::unique_lock<std::mutex> g(rx_lock_, std::try_to_lock);
+        if (!g.owns_lock()) return;
+        rx_locked();
+    }
+    drain_deferred();
+}
+
+void QueuePair::drain_deferred()
+{
+    if (!deferred_.load(std::memory_order_acquire)) return;
+    std::optional<AsyncEventType> a;
+    std::optional<QpConnectionEvent> c;
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        a = pending_async_;
+        c = pending_conn_;
+        pending_async_.reset();
+        pending_conn_.reset();
+        deferred_.store(false, std::memory_order_release);
+    }
+    if (a && !destroyed_) emit_async(*a);
+    if (c) emit_connection_event(*c);
+}
+
+void QueuePair::defer_locked(std::optional<AsyncEventType> a, std::optional<QpConnectionEvent> c)
+{
+    if (a && !pending_async_) pending_async_ = a;
+    if (c && !conn_event_sent_) {
+        pending_conn_ = c;
+        conn_event_sent_ = true;
+    }
+    deferred_.store(true, std::memory_order_release);
+}
+
+// Copy of payload octets that arrived in the staging buffer.
+void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
+{
+    const uint32_t off = rx_.payload_received();
+    if (rx_target_ == RxTarget::user) {
+        counters_.rx_copied_bytes.fetch_add(n, std::memory_order_relaxed);
+        size_t skip = off;
+        for (int i = 0; i < rx_dest_count_ && n > 0; ++i) {
+            const iovec& d = rx_dest_[i];
+            if (skip >= d.iov_len) {
+                skip -= d.iov_len;
+                continue;
+            }
+            const size_t take = std::min(n, d.iov_len - skip);
+            std::memcpy(static_cast<uint8_t*>(d.iov_base) + skip, p, take);
+            p += take;
+            n -= take;
+            skip = 0;
+        }
+    } else if (rx_target_ == RxTarget::control) {
+        const size_t base = rx_control_len_;
+        if (base + off + n <= rx_control_.size()) std::memcpy(rx_control_.data() + base + off, p, n);
+    }
+}
+
+// iovecs for payload octets [off, off + len) of the current segment.
+int QueuePair::rx_dest_range(uint32_t off, uint32_t len, iovec* out) const
+{
+    int n = 0;
+    for (int i = 0; i < rx_dest_count_ && len > 0; ++i) {
+        const iovec& d = rx_dest_[i];
+        if (off >= d.iov_len) {
+            off -= static_cast<uint32_t>(d.iov_len);
+            continue;
+        }
+        const size_t take = std::min<size_t>(len, d.iov_len - off);
+        out[n++] = {static_cast<uint8_t*>(d.iov_base) + off, take};
+        len -= static_cast<uint32_t>(take);
+        off = 0;
+    }
+    return n;
+}
+
+void QueuePair::rx_locked()
+{
+    if (rq_flush_pending_.exchange(false)) flush_rq();
+    const int fd = fd_.load(std::memory_order_acquire);
+    if (fd < 0) return;
+    // Bounded work per call: the engine serves other QPs in between (fairness);
+    // level-triggered epoll brings us back.
+    for (int iter = 0; iter < 512; ++iter) {
+        if (fd_.load(std::memory_order_relaxed) < 0) return;
+        ssize_t k;
+        if (rx_dead_) {
+            // After an error nothing more is placed (RFC 5041 §7.1, MPA-053):
+            // drain until the peer closes.
+            k = ::read(fd, rx_staging_.data(), rx_staging_.size());
+            counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
+            if (k > 0) continue;
+        } else {
+            if (rx_pos_ == rx_end_) rx_pos_ = rx_end_ = 0;
+            const wire::FpduRxNeed need = rx_.next_need();
+            if (rx_pos_ < rx_end_) {
+                const size_t n = std::min<size_t>(rx_end_ - rx_pos_, need.max_octets);
+                const uint8_t* p = rx_staging_.data() + rx_pos_;
+                if (need.state == wire::FpduRxState::payload) rx_copy_payload(p, n);
+                const auto r = rx_.consume({p, n});
+                rx_pos_ += r.consumed;
+                if (!rx_handle_event(r.event)) return;
+                continue;
+            }
+            if (need.state == wire::FpduRxState::payload && rx_target_ == RxTarget::user && need.max_octets >= 256) {
+                // Straight into user memory, plus a look-ahead for the trailer
+                // and the next header.
+                iovec iov[recv_wqe_max_sge + 2];
+                int cnt = rx_dest_range(rx_.payload_received(), need.max_octets, iov);
+                iov[cnt++] = {rx_staging_.data(), rx_lookahead};
+                k = ::readv(fd, iov, cnt);
+                counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
+                if (k > 0) {
+                    size_t placed = std::min<size_t>(static_cast<size_t>(k), need.max_octets);
+                    rx_end_ = static_cast<size_t>(k) - placed;
+                    rx_pos_ = 0;
+                    for (int i = 0; i < cnt - 1 && placed > 0; ++i) {
+                        const size_t take = std::min(placed, iov[i].iov_len);
+                        const auto r = rx_.consume({static_cast<const uint8_t*>(iov[i].iov_base), take});
+                        placed -= take;
+                        if (!rx_handle_event(r.event)) return;
+                    }
+                    continue;
+                }
+            } else {
+                k = ::read(fd, rx_staging_.data(), rx_read_hint_);
+                counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
+                if (k > 0) {
+                    rx_pos_ = 0;
+                    rx_end_ = static_cast<size_t>(k);
+                    continue;
+                }
+            }
+        }
+        if (k == 0) {
+            rx_connection_lost(0);
+            return;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        rx_connection_lost(errno);
+        return;
+    }
+}
+
+bool QueuePair::rx_handle_event(wire::FpduRxEvent ev)
+{
+    switch (ev) {
+    case wire::FpduRxEvent::none: return true;
+    case wire::FpduRxEvent::segment_header: return rx_on_segment_header();
+    case wire::FpduRxEvent::segment_end: return rx_on_segment_end();
+    case wire::FpduRxEvent::error: {
+        const wire::FpduRxError& e = rx_.error();
+        IWEMU_LOG(info, "qp %u: FPDU error: %.*s", qp_num_, static_cast<int>(e.what.size()), e.what.data());
+        // MPA errors carry no headers; DDP errors found by the framer (DV) do.
+        std::span<const uint8_t> hdr;
+        std::optional<uint16_t> seg_len;
+        if (e.code.layer != TerminateLayer::llp) {
+            hdr = rx_.ddp_header();
+            seg_len = rx_.ulpdu_length();
+        }
+        rx_fail(e.code, hdr, seg_len, AsyncEventType::qp_fatal, WcStatus::success);
+        return false;
+    }
+    }
+    return true;
+}
+
+bool QueuePair::rx_on_segment_header()
+{
+    const auto bytes = rx_.ddp_header();
+    const auto h = wire::decode_ddp_header(bytes);
+    const uint16_t ulen = rx_.ulpdu_length();
+    std::memcpy(rx_control_.data(), bytes.data(), bytes.size());
+    rx_control_len_ = bytes.size();
+    if (!h) {
+        rx_fail(rdmap_op(ec::rdmap_unspecified), {}, ulen, AsyncEventType::qp_fatal, WcStatus::success);
+        return false;
+    }
+    rx_hdr_ = *h;
+    rx_target_ = RxTarget::none;
+    rx_dest_count_ = 0;
+    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen)) {
+        rx_fail(*err, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
+        return false;
+    }
+    rx_opcode_ = rx_hdr_.rsvdulp0 & wire::rdmap_control_opcode;
+    const uint32_t plen = rx_.payload_length();
+    rx_plen_ = plen;
+    rx_ulen_ = ulen;
+    switch (static_cast<wire::RdmapOpcode>(rx_opcode_)) {
+    case wire::RdmapOpcode::rdma_write: return rx_place_tagged_write(rx_hdr_, plen);
+    case wire::RdmapOpcode::rdma_read_response: return rx_place_read_response(rx_hdr_, plen);
+    case wire::RdmapOpcode::send:
+    case wire::RdmapOpcode::send_with_invalidate:
+    case wire::RdmapOpcode::send_with_se:
+    case wire::RdmapOpcode::send_with_se_and_invalidate: return rx_place_send(rx_hdr_, plen);
+    case wire::RdmapOpcode::rdma_read_request:
+        if (rx_hdr_.msn != rx_msn_[1]) {
+            rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
+                    WcStatus::success);
+            return false;
+        }
+        rx_target_ = RxTarget::control;
+        return true;
+    case wire::RdmapOpcode::terminate:
+        if (plen + rx_control_len_ > rx_control_.size()) {
+            rx_target_ = RxTarget::discard;  // oversize: keep what fits, decode tolerates it
+            return true;
+        }
+        rx_target_ = RxTarget::control;
+        return true;
+    default:
+        rx_fail(rdmap_op(ec::rdmap_unexpected_opcode), offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
+        return false;
+    }
+}
+
+bool QueuePair::rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len)
+{
+    if (len == 0) return true;  // zero-length: STag and TO are not checked (RFC 5041 §5.2, RTR)
+    StagError e;
+    MemoryRegion* mr = emu_.stags().acquire(h.stag, pd_, access_remote_write, h.to, len, &e);
+    if (!mr) {
+        rx_fail(tagged_code(e), {rx_control_.data(), rx_control_len_}, rx_ulen_,
+                AsyncEventType::qp_access_err, WcStatus::success);
+        return false;
+    }
+    rx_mr_ = mr;
+    rx_dest_[0] = {mr->at(h.to), len};
+    rx_dest_count_ = 1;
+    rx_target_ = RxTarget::user;
+    return true;
+}
+
+bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
+{
+    TerminateCode err{};
+    bool fail = false;
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        if (rtr_read_response_expected_) {
+            // The answer to our own Read RTR: absorbed, no WR (RFC 6581 §9.2).
+            if (len == 0 && h.control.last) {
+                rx_rtr_absorb_ = true;
+                return true;
+            }
+            err = rdmap_op(ec::rdmap_unexpected_opcode);
+            fail = true;
+        } else if (orq_count_ == 0) {
+            err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for
+            fail = true;
+        } else {
+            SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
+            const uint32_t sink_stag = w.num_sge ? w.sge[0].lkey : 0;
+            const uint64_t sink_to = w.num_sge ? w.sge[0].addr : 0;
+            if (len > 0) {
+                // RFC 5040 §5.2.2: the sink may check STag, TO and length against its request.
+                if (h.stag != sink_stag) {
+                    err = ddp_tagged(ec::ddp_tagged_invalid_stag);
+                    fail = true;
+                } else if (h.to < sink_to || h.to - sink_to != w.placed || w.placed + len > w.length) {
+                    err = ddp_tagged(ec::ddp_tagged_base_or_bounds_violation);
+                    fail = true;
+                } else {
+                    std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
+                    const int n = payload_slices(w.sge, w.num_sge, w.placed, len, slices,
+                                                 static_cast<int>(std::size(slices)));
+                    for (int i = 0; i < n; ++i)
+                        rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
+                    rx_dest_count_ = n;
+                    rx_target_ = RxTarget::user;
+                }
+            }
+        }
+    }
+    if (fail) {
+        rx_fail(err, {rx_control_.data(), rx_control_len_}, rx_ulen_,
+                err.layer == TerminateLayer::ddp ? AsyncEventType::qp_access_err : AsyncEventType::qp_fatal,
+                WcStatus::success);
+        return false;
+    }
+    return true;
+}
+
+bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
+{
+    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+    const uint16_t ulen = rx_ulen_;
+    if (h.msn != rx_msn_[0]) {
+        rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
+                WcStatus::success);
+        return false;
+    }
+    if (rtr_expect_rx_ && !rx_send_active_ && len == 0 && h.control.last && h.mo == 0) {
+        rx_rtr_absorb_ = true;  // zero-length Send RTR: no WQE, no CQE (decision 8)
+        return true;
+    }
+    if (!rx_send_active_) {
+        bool have;
+        if (srq_) {
+            have = srq_->take(&rx_wqe_);
+        } else {
+            std::lock_guard<std::mutex> g(rq_lock_);
+            have = rq_.pop(&rx_wqe_);
+        }
+        if (!have) {
+            // iWARP has no RNR retry: a Send without a posted receive kills
+            // the stream (RFC 5041 §7.1 note, DDP-029).
+            rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, ulen, AsyncEventType::qp_fatal,
+                    WcStatus::success);
+            return false;
+        }
+        rx_send_active_ = true;
+        rx_send_placed_ = 0;
+        rx_wqe_status_ = WcStatus::success;
+        // Local buffers of the receive WQE: valid lkeys with local write.
+        WcStatus st = WcStatus::success;
+        if (!local_sge_ok(rx_wqe_.sge, rx_wqe_.num_sge, access_local_write, &st)) {
+            rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
+                    AsyncEventType::qp_fatal, st);
+            return false;
+        }
+    }
+    if (h.mo != rx_send_placed_) {
+        rx_fail(ddp_untagged(ec::ddp_untagged_invalid_mo), offending, ulen, AsyncEventType::qp_fatal,
+                WcStatus::success);
+        return false;
+    }
+    if (rx_send_placed_ + len > rx_wqe_.total_length) {
+        rx_fail(ddp_untagged(ec::ddp_untagged_message_too_long), offending, ulen, AsyncEventType::qp_fatal,
+                WcStatus::loc_len_err);
+        return false;
+    }
+    if (len > 0) {
+        std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
+        const int n = payload_slices(rx_wqe_.sge, rx_wqe_.num_sge, rx_send_placed_, len, slices,
+                                     static_cast<int>(std::size(slices)));
+        for (int i = 0; i < n; ++i) rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
+        rx_dest_count_ = n;
+        rx_target_ = RxTarget::user;
+    }
+    return true;
+}
+
+bool QueuePair::rx_on_segment_end()
+{
+    const uint32_t plen = rx_plen_;
+    counters_.rx_fpdus.fetch_add(1, std::memory_order_relaxed);
+    counters_.rx_bytes.fetch_add(plen, std::memory_order_relaxed);
+    rx_read_hint_ = plen >= 4096 ? 512 : 16384;
+    if (rx_mr_) {
+        StagTable::release(rx_mr_);
+        rx_mr_ = nullptr;
+    }
+    const RxTarget target = rx_target_;
+    rx_target_ = RxTarget::none;
+    rx_dest_count_ = 0;
+    const bool absorb = rx_rtr_absorb_;
+    rx_rtr_absorb_ = false;
+    bool ok = true;
+
+    switch (static_cast<wire::RdmapOpcode>(rx_opcode_)) {
+    case wire::RdmapOpcode::rdma_write: break;
+    case wire::RdmapOpcode::rdma_read_response: {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        if (absorb) {
+            rtr_read_response_expected_ = false;
+            break;
+        }
+        if (orq_count_ == 0) break;  // flushed meanwhile
+        SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
+        w.placed += plen;
+        if (rx_hdr_.control.last) {
+            // The Read completes when its Response is delivered (RFC 5040 §5.5 rule 19).
+            w.phase = WqePhase::done;
+            orq_head_ = (orq_head_ + 1) % orq_.size();
+            --orq_count_;
+            sq_complete_in_order_locked();
+            tx_locked();  // an ORD slot is free again
+        }
+        break;
+    }
+    case wire::RdmapOpcode::send:
+    case wire::RdmapOpcode::send_with_invalidate:
+    case wire::RdmapOpcode::send_with_se:
+    case wire::RdmapOpcode::send_with_se_and_invalidate: {
+        if (absorb) {
+            ++rx_msn_[0];
+            break;
+        }
+        rx_send_placed_ += plen;
+        if (!rx_hdr_.control.last) break;
+        Completion c;
+        c.wr_id = rx_wqe_.wr_id;
+        c.opcode = WcOpcode::recv;
+        c.byte_len = static_cast<uint32_t>(rx_send_placed_);
+        c.qp_num = qp_num_;
+        c.src_qp = qp_num_;
+        const auto op = static_cast<wire::RdmapOpcode>(rx_opcode_);
+        if (op == wire::RdmapOpcode::send_with_invalidate || op == wire::RdmapOpcode::send_with_se_and_invalidate) {
+            // RFC 5040 §5.3: after delivery, invalidate; only an STag of this stream's PD.
+            if (emu_.stags().invalidate(rx_hdr_.rsvdulp1, pd_) != StagError::none) {
+                rx_fail(rdmap_prot(ec::rdmap_stag_cannot_be_invalidated), {rx_control_.data(), rx_control_len_},
+                        rx_ulen_, AsyncEventType::qp_access_err, WcStatus::rem_inv_req_err);
+                return false;
+            }
+            c.wc_flags |= wc_with_inv;
+            c.imm_data_or_inv_rkey = rx_hdr_.rsvdulp1;
+        }
+        rx_send_active_ = false;
+        ++rx_msn_[0];
+        complete(init_.recv_cq, c,
+                 op == wire::RdmapOpcode::send_with_se || op == wire::RdmapOpcode::send_with_se_and_invalidate);
+        break;
+    }
+    case wire::RdmapOpcode::rdma_read_request: ok = rx_handle_read_request(); break;
+    case wire::RdmapOpcode::terminate:
+        rx_handle_terminate(target == RxTarget::control ? plen : 0);
+        return false;
+    default: break;
+    }
+    if (!ok) return false;
+    if (!rx_first_fpdu_seen_.exchange(true)) {
+        rtr_expect_rx_ = false;
+        std::lock_guard<std::mutex> g(sq_lock_);
+        if (!tx_gate_open_) {
+            // Responder: the Initiator's first FPDU arrived and validated; we
+            // may speak now (RFC 5044 §7.1.2 rule 4).
+            tx_gate_open_ = true;
+            tx_locked();
+        }
+    }
+    rtr_expect_rx_ = false;
+    return true;
+}
+
+bool QueuePair::rx_handle_read_request()
+{
+    const auto rr = wire::decode_read_request(
+        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::rdma_read_request_header_size));
+    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_ + wire::rdma_read_request_header_size};
+    if (!rr) {
+        rx_fail(rdmap_op(ec::rdmap_unspecified), offending, rx_ulen_, AsyncEventType::qp_fatal,
+                WcStatus::success);
+        return false;
+    }
+    const bool is_rtr = rtr_expect_rx_ && rr->rdma_read_message_size == 0;
+    MemoryRegion* source = nullptr;
+    if (rr->rdma_read_message_size > 0) {
+        StagError e;
+        source = emu_.stags().acquire(rr->data_source_stag, pd_, access_remote_read, rr->data_source_to,
+                                      rr->rdma_read_message_size, &e);
+        if (!source) {
+            rx_fail(read_source_code(e), offending, rx_ulen_, AsyncEventType::qp_access_err,
+                    WcStatus::success);
+            return false;
+        }
+    }
+    bool overflow = false;
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        // RDMAP-023: more outstanding Read Requests than our IRD is a protocol
+        // error.  The Read RTR is answered whatever the IRD (RFC 6581 §9.1).
+        if (!is_rtr && irq_count_ >= ird_) {
+            overflow = true;
+        } else if (irq_count_ >= irq_.size()) {
+            overflow = true;
+        } else {
+            ReadResponseJob& j = irq_[(irq_head_ + irq_count_) % irq_.size()];
+            j.sink_stag = rr->data_sink_stag;
+            j.sink_to = rr->data_sink_to;
+            j.size = rr->rdma_read_message_size;
+            j.source = source;
+            j.source_to = rr->data_source_to;
+            ++irq_count_;
+            ++rx_msn_[1];
+            tx_locked();
+        }
+    }
+    if (overflow) {
+        if (source) StagTable::release(source);
+        rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, rx_ulen_,
+                AsyncEventType::qp_fatal, WcStatus::success);
+        return false;
+    }
+    return true;
+}
+
+void QueuePair::rx_handle_terminate(uint32_t body_len)
+{
+    const auto msg = wire::decode_terminate(
+        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, body_len));
+    rx_dead_ = true;
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        term_received_.valid = true;
+        term_received_.code = msg.control.code;
+        term_received_.had_ddp_header = msg.control.d;
+        term_received_.had_rdma_header = msg.control.r;
+        IWEMU_LOG(info, "qp %u: Terminate received %u/%u/0x%02x", qp_num_,
+                  static_cast<unsigned>(msg.control.code.layer), msg.control.code.etype, msg.control.code.error_code);
+        // The oldest WR that reached the wire is the one the peer refused.
+        const WcStatus st = status_for_terminate(msg.control.code);
+        for (uint64_t i = sq_head_; i < sq_tx_ || (i < sq_tail_ && i == sq_tx_ && tx_msg_ == TxMessage::sq); ++i) {
+            SendWqe& w = sq_[i % sq_.size()];
+            if (w.phase == WqePhase::sending || w.phase == WqePhase::awaiting_response) {
+                w.status = st;
+                break;
+            }
+        }
+        // We may stop sending (RFC 5040 §5.4): close our half gracefully.
+        tx_stopped_ = true;
+        const int fd = fd_.load();
+        if (fd >= 0 && !fin_sent_) ::shutdown(fd, SHUT_WR);
+        fin_sent_ = true;
+        state_.store(on_iwarp_event(state_.load(), IwarpEvent::terminate_received));
+        state_.store(QpState::err);
+        flush_locked();
+        defer_locked(AsyncEventType::qp_fatal, QpConnectionEvent::terminated);
+    }
+    flush_rq();
+}
+
+void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offending,
+                        std::optional<uint16_t> seg_len, AsyncEventType event, WcStatus rq_status)
+{
+    IWEMU_LOG(info, "qp %u: receive error %u/%u/0x%02x", qp_num_, static_cast<unsigned>(code.layer), code.etype,
+              code.error_code);
+    rx_dead_ = true;
+    if (rx_mr_) {
+        StagTable::release(rx_mr_);
+        rx_mr_ = nullptr;
+    }
+    rx_target_ = RxTarget::discard;
+    if (rx_send_active_ && rq_status != WcStatus::success) rx_wqe_status_ = rq_status;
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        queue_terminate_locked(code, offending, seg_len);
+        state_.store(on_iwarp_event(state_.load(), IwarpEvent::terminate_sent));
+        state_.store(QpState::err);
+        flush_locked();
+        tx_locked();  // the Terminate, then FIN
+        defer_locked(event, QpConnectionEvent::terminated);
+    }
+    flush_rq();
+}
+
+void QueuePair::rx_connection_lost(int err)
+{
+    IWEMU_LOG(info, "qp %u: connection %s (%s)", qp_num_, err ? "lost" : "closed by peer",
+              err ? std::strerror(err) : "FIN");
+    if (rx_mr_) {
+        StagTable::release(rx_mr_);
+        rx_mr_ = nullptr;
+    }
+    bool flush = false;
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        peer_fin_ = true;
+        close_socket_locked(err != 0);
+        const QpState st = state_.load();
+        if (st != QpState::reset && st != QpState::err) {
+            state_.store(on_iwarp_event(st, IwarpEvent::llp_closed));
+            flush = true;
+        }
+        flush_locked();
+        defer_locked(std::nullopt, err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
+    }
+    if (flush || rx_send_active_) flush_rq();
+}
+
+}  // namespace iwemu

@@ -1,0 +1,447 @@
+// Transmit path of a QP: RDMAP messages → DDP segments (≤ MULPDU) → MPA
+// FPDUs laid out as iovecs over the user's own buffers (wire::FpduGather),
+// several FPDUs per sendmsg().  Runs inline in the posting thread while the
+// socket takes data; what does not fit waits for EPOLLOUT in the engine.
+//
+// Message choice at each message boundary: the Terminate (once, then nothing
+// more, RFC 5040 §5.4), the RTR (Initiator's first FPDU, RFC 6581 §9.2),
+// then Read Responses (in request order, RFC 5040 §5.2.2) alternating with
+// SQ work requests (in posting order, §5.5).  Reads stop at ORD, fences at
+// the first outstanding Read.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emulator/emulator.h"
+#include "emulator/engine.h"
+#include "emulator/log.h"
+#include "emulator/qp.h"
+#include "emulator/wire/ddp_header.h"
+#include "emulator/wire/rdmap_opcode.h"
+#include "emulator/wire/read_request.h"
+
+namespace iwemu {
+
+namespace {
+
+uint8_t rdmap_send_opcode(const uint32_t flags, bool invalidate)
+{
+    const bool se = flags & send_solicited;
+    if (invalidate) return static_cast<uint8_t>(se ? wire::RdmapOpcode::send_with_se_and_invalidate
+                                                   : wire::RdmapOpcode::send_with_invalidate);
+    return static_cast<uint8_t>(se ? wire::RdmapOpcode::send_with_se : wire::RdmapOpcode::send);
+}
+
+}  // namespace
+
+void QueuePair::tx_progress()
+{
+    {
+        std::lock_guard<std::mutex> g(sq_lock_);
+        tx_locked();
+    }
+    drain_deferred();
+}
+
+void QueuePair::set_epollout_locked(bool on)
+{
+    if (epollout_ == on) return;
+    const int fd = fd_.load(std::memory_order_relaxed);
+    if (fd < 0) return;
+    emu_.engine().set_writable_interest(fd, qp_num_, on);
+    epollout_ = on;
+}
+
+bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status) const
+{
+    for (uint32_t i = 0; i < n; ++i) {
+        if (sge[i].length == 0) continue;
+        StagError e;
+        MemoryRegion* mr = emu_.stags().acquire(sge[i].lkey, pd_, need_access, sge[i].addr, sge[i].length, &e);
+        if (!mr) {
+            *status = e == StagError::bounds || e == StagError::to_wrap ? WcStatus::loc_prot_err
+                      : e == StagError::access                          ? WcStatus::loc_access_err
+                                                                        : WcStatus::loc_prot_err;
+            return false;
+        }
+        StagTable::release(mr);
+    }
+    return true;
+}
+
+int QueuePair::payload_slices(const Sge* sge, uint32_t num_sge, uint64_t offset, uint32_t len,
+                              std::span<const uint8_t>* out, int max) const
+{
+    int n = 0;
+    for (uint32_t i = 0; i < num_sge && len > 0; ++i) {
+        if (offset >= sge[i].length) {
+            offset -= sge[i].length;
+            continue;
+        }
+        const uint64_t take = std::min<uint64_t>(sge[i].length - offset, len);
+        if (n == max) return -1;
+        out[n++] = {reinterpret_cast<const uint8_t*>(sge[i].addr + offset), static_cast<size_t>(take)};
+        len -= static_cast<uint32_t>(take);
+        offset = 0;
+    }
+    return n;
+}
+
+// Frame one FPDU into the current batch.  false: no room (flush first).
+bool QueuePair::tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
+                                   TxSlot::Action action, uint64_t sq_index)
+{
+    if (slot_first_ + slot_count_ >= tx_slots) return false;
+    TxSlot& slot = slots_[slot_first_ + slot_count_];
+    const size_t used = iov_first_ + iov_count_;
+    wire::FpduFraming framing{params_.tx.crc, params_.tx.markers};
+    const auto st = slot.gather.build(header, payload, tx_stream_offset_, framing,
+                                      std::span<iovec>(iov_.data() + used, iov_.size() - used));
+    if (st == wire::FpduGather::Status::iov_too_small && slot_count_ > 0) return false;
+    if (st != wire::FpduGather::Status::ok) {
+        IWEMU_LOG(error, "qp %u: FPDU framing failed (%d)", qp_num_, static_cast<int>(st));
+        return false;
+    }
+    slot.wire_length = slot.gather.wire_length();
+    slot.action = action;
+    slot.sq_index = sq_index;
+    tx_stream_offset_ = slot.gather.next_stream_offset();
+    iov_count_ += slot.gather.iov_count();
+    batch_bytes_ += slot.wire_length;
+    ++slot_count_;
+    counters_.tx_fpdus.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+bool QueuePair::tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu)
+{
+    return tx_add_fpdu_locked(ulpdu, {}, action, 0);
+}
+
+// A local error while building a message (RFC 5040 §7.1 case 1): the WR
+// fails, a Terminate without headers replaces the message, the QP goes down.
+void QueuePair::tx_local_error_locked(SendWqe& w, WcStatus status)
+{
+    w.status = status;
+    w.phase = WqePhase::done;
+    ++sq_tx_;
+    tx_msg_ = TxMessage::none;
+    const wire::TerminateCode code{wire::TerminateLayer::rdmap, wire::etype::rdmap_local_catastrophic, 0};
+    queue_terminate_locked(code, {}, std::nullopt);
+    state_.store(QpState::err);
+    flush_locked();
+    rq_flush_pending_.store(true);
+    defer_locked(AsyncEventType::qp_fatal, QpConnectionEvent::terminated);
+}
+
+bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
+{
+    const uint64_t index = sq_tx_;
+    uint8_t hdr[wire::ddp_untagged_header_size + wire::rdma_read_request_header_size];
+    wire::DdpHeader h;
+    std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
+    int nslices = 0;
+    uint32_t seg = 0;
+    size_t hlen = 0;
+
+    if (tx_msg_ == TxMessage::none) {
+        // Starting a new work request.
+        if (w.opcode == WrOpcode::local_inv) {
+            const StagError e = emu_.stags().invalidate(w.inv_rkey, pd_);
+            w.status = e == StagError::none ? WcStatus::success : WcStatus::loc_prot_err;
+            w.phase = WqePhase::done;
+            ++sq_tx_;
+            sq_complete_in_order_locked();
+            return true;
+        }
+        if (w.opcode == WrOpcode::rdma_read) {
+            if (ord_ == 0) {
+                tx_local_error_locked(w, WcStatus::loc_qp_op_err);
+                return true;
+            }
+            if (orq_count_ >= ord_) return false;  // wait for a Read Response
+        }
+        if ((w.flags & send_fence) && orq_count_ > 0) return false;
+        WcStatus st = WcStatus::success;
+        if (!(w.flags & send_inline) &&
+            !local_sge_ok(w.sge, w.num_sge, w.opcode == WrOpcode::rdma_read ? access_local_write : 0, &st)) {
+            tx_local_error_locked(w, st);
+            return true;
+        }
+        tx_msg_ = TxMessage::sq;
+        tx_offset_ = 0;
+        w.phase = WqePhase::sending;
+    }
+
+    const uint64_t remaining = w.length - tx_offset_;
+    switch (w.opcode) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_inv: {
+        const bool inv = w.opcode == WrOpcode::send_with_inv;
+        seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, mulpdu_ - wire::ddp_untagged_header_size));
+        h.control = {false, tx_offset_ + seg == w.length, 0, wire::ddp_version};
+        h.rsvdulp0 = wire::encode_rdmap_control(
+            wire::RdmapControl{wire::rdmap_version, 0, rdmap_send_opcode(w.flags, inv)});
+        h.rsvdulp1 = inv ? w.inv_rkey : 0;
+        h.qn = wire::rdmap_qn_send;
+        h.msn = tx_msn_[0];
+        h.mo = static_cast<uint32_t>(tx_offset_);
+        hlen = wire::encode_ddp_header(h, hdr);
+        break;
+    }
+    case WrOpcode::rdma_write:
+        seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, mulpdu_ - wire::ddp_tagged_header_size));
+        h.control = {true, tx_offset_ + seg == w.length, 0, wire::ddp_version};
+        h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_write);
+        h.stag = w.rkey;
+        h.to = w.remote_addr + tx_offset_;
+        hlen = wire::encode_ddp_header(h, hdr);
+        break;
+    case WrOpcode::rdma_read: {
+        h.control = {false, true, 0, wire::ddp_version};
+        h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_read_request);
+        h.qn = wire::rdmap_qn_read_request;
+        h.msn = tx_msn_[1];
+        h.mo = 0;
+        hlen = wire::encode_ddp_header(h, hdr);
+        wire::RdmaReadRequestHeader rr;
+        rr.data_sink_stag = w.num_sge ? w.sge[0].lkey : 0;
+        rr.data_sink_to = w.num_sge ? w.sge[0].addr : 0;
+        rr.rdma_read_message_size = static_cast<uint32_t>(w.length);
+        rr.data_source_stag = w.rkey;
+        rr.data_source_to = w.remote_addr;
+        hlen += wire::encode_read_request(rr, std::span<uint8_t>(hdr + hlen, sizeof hdr - hlen));
+        break;
+    }
+    default:
+        tx_local_error_locked(w, WcStatus::loc_qp_op_err);
+        return true;
+    }
+    if (w.opcode != WrOpcode::rdma_read && seg > 0) {
+        nslices = payload_slices(w.sge, w.num_sge, tx_offset_, seg, slices, static_cast<int>(std::size(slices)));
+        if (nslices < 0) {
+            tx_local_error_locked(w, WcStatus::loc_len_err);
+            return true;
+        }
+    }
+    const bool last = w.opcode == WrOpcode::rdma_read || tx_offset_ + seg == w.length;
+    if (!tx_add_fpdu_locked({hdr, hlen}, {slices, static_cast<size_t>(nslices)},
+                            last ? TxSlot::Action::sq_sent : TxSlot::Action::none, index))
+        return false;
+    counters_.tx_bytes.fetch_add(seg, std::memory_order_relaxed);
+    tx_offset_ += seg;
+    if (last) {
+        if (w.opcode == WrOpcode::rdma_read) {
+            ++tx_msn_[1];
+            orq_[(orq_head_ + orq_count_) % orq_.size()] = index;
+            ++orq_count_;
+        } else if (w.opcode != WrOpcode::rdma_write) {
+            ++tx_msn_[0];
+        }
+        tx_msg_ = TxMessage::none;
+        tx_offset_ = 0;
+        ++sq_tx_;
+    }
+    return true;
+}
+
+bool QueuePair::tx_build_read_response_segment_locked()
+{
+    ReadResponseJob& j = irq_[(irq_head_ + irq_built_) % irq_.size()];
+    if (tx_msg_ == TxMessage::none) {
+        tx_msg_ = TxMessage::read_response;
+        tx_offset_ = 0;
+    }
+    const uint32_t remaining = j.size - static_cast<uint32_t>(tx_offset_);
+    const uint32_t seg = std::min<uint32_t>(remaining, mulpdu_ - wire::ddp_tagged_header_size);
+    const bool last = tx_offset_ + seg == j.size;
+    uint8_t hdr[wire::ddp_tagged_header_size];
+    wire::DdpHeader h;
+    h.control = {true, last, 0, wire::ddp_version};
+    h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_read_response);
+    h.stag = j.sink_stag;  // RFC 5040 §5.2.2: copied unchanged from the request
+    h.to = j.sink_to + tx_offset_;
+    const size_t hlen = wire::encode_ddp_header(h, hdr);
+    std::span<const uint8_t> slice[1];
+    size_t nslices = 0;
+    if (seg) slice[nslices++] = {j.source->at(j.source_to + tx_offset_), seg};
+    if (!tx_add_fpdu_locked({hdr, hlen}, {slice, nslices},
+                            last ? TxSlot::Action::read_response_done : TxSlot::Action::none, 0))
+        return false;
+    counters_.tx_bytes.fetch_add(seg, std::memory_order_relaxed);
+    tx_offset_ += seg;
+    if (last) {
+        ++irq_built_;
+        tx_msg_ = TxMessage::none;
+        tx_offset_ = 0;
+    }
+    return true;
+}
+
+bool QueuePair::tx_build_next_locked()
+{
+    if (!tx_gate_open_ || tx_stopped_ || terminate_in_batch_) return false;
+    if (terminate_pending_) {
+        // Terminate goes out at the next FPDU boundary and is the last FPDU.
+        if (!tx_build_control_locked(TxSlot::Action::terminate_sent, {terminate_ulpdu_.data(), terminate_len_}))
+            return false;
+        terminate_in_batch_ = true;
+        return true;
+    }
+    if (rtr_pending_tx_) {
+        if (!tx_build_control_locked(TxSlot::Action::rtr_sent, {control_ulpdu_.data(), control_len_})) return false;
+        rtr_pending_tx_ = false;
+        return true;
+    }
+    switch (tx_msg_) {
+    case TxMessage::read_response: return tx_build_read_response_segment_locked();
+    case TxMessage::sq: return tx_build_sq_segment_locked(sq_[sq_tx_ % sq_.size()]);
+    default: break;
+    }
+    const bool irq_ready = irq_built_ < irq_count_;
+    const QpState st = state_.load(std::memory_order_relaxed);
+    // SQD drains what was posted before the transition too (the CM's graceful close).
+    const bool sq_ready = sq_tx_ < sq_tail_ && (st == QpState::rts || (st == QpState::sqd && closing_));
+    if (irq_ready && (!sq_ready || tx_prefer_irq_)) {
+        tx_prefer_irq_ = false;
+        return tx_build_read_response_segment_locked();
+    }
+    if (sq_ready) {
+        tx_prefer_irq_ = true;
+        return tx_build_sq_segment_locked(sq_[sq_tx_ % sq_.size()]);
+    }
+    return false;
+}
+
+void QueuePair::tx_retire_locked(TxSlot& slot)
+{
+    switch (slot.action) {
+    case TxSlot::Action::none:
+    case TxSlot::Action::rtr_sent: break;
+    case TxSlot::Action::sq_sent: {
+        if (slot.sq_index < sq_head_) break;  // flushed meanwhile
+        SendWqe& w = sq_[slot.sq_index % sq_.size()];
+        if (w.phase != WqePhase::sending) break;
+        // A Send/Write completes once TCP took all of it (RFC 5040 §5.5
+        // rule 18); a Read when its Response has been placed.
+        w.phase = w.opcode == WrOpcode::rdma_read ? WqePhase::awaiting_response : WqePhase::done;
+        if (w.phase == WqePhase::done) sq_complete_in_order_locked();
+        break;
+    }
+    case TxSlot::Action::read_response_done:
+        if (irq_built_ == 0 || irq_count_ == 0) break;  // flushed meanwhile
+        if (ReadResponseJob& j = irq_[irq_head_ % irq_.size()]; j.source) {
+            StagTable::release(j.source);
+            j.source = nullptr;
+        }
+        irq_head_ = (irq_head_ + 1) % irq_.size();
+        --irq_count_;
+        --irq_built_;
+        break;
+    case TxSlot::Action::terminate_sent: {
+        terminate_sent_ = true;
+        tx_stopped_ = true;
+        // Nothing follows a Terminate (RFC 5040 §5.4); close our half
+        // gracefully so the Terminate arrives (RFC 5040 §6.2.1).
+        const int fd = fd_.load(std::memory_order_relaxed);
+        if (fd >= 0 && !fin_sent_) ::shutdown(fd, SHUT_WR);
+        fin_sent_ = true;
+        break;
+    }
+    }
+    slot.action = TxSlot::Action::none;
+}
+
+bool QueuePair::tx_flush_batch_locked()
+{
+    const int fd = fd_.load(std::memory_order_relaxed);
+    while (iov_count_ > 0) {
+        msghdr msg{};
+        msg.msg_iov = &iov_[iov_first_];
+        msg.msg_iovlen = std::min<size_t>(iov_count_, IOV_MAX);
+        const ssize_t n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        counters_.tx_syscalls.fetch_add(1, std::memory_order_relaxed);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                set_epollout_locked(true);
+                return false;
+            }
+            // Connection gone: the receive side sees it too and tears down.
+            IWEMU_LOG(info, "qp %u: sendmsg: %s", qp_num_, std::strerror(errno));
+            tx_stopped_ = true;
+            set_epollout_locked(false);
+            return false;
+        }
+        size_t left = static_cast<size_t>(n);
+        while (left > 0) {
+            iovec& v = iov_[iov_first_];
+            if (left >= v.iov_len) {
+                left -= v.iov_len;
+                ++iov_first_;
+                --iov_count_;
+            } else {
+                v.iov_base = static_cast<uint8_t*>(v.iov_base) + left;
+                v.iov_len -= left;
+                left = 0;
+            }
+        }
+        slot_sent_bytes_ += static_cast<size_t>(n);
+        while (slot_count_ > 0 && slot_sent_bytes_ >= slots_[slot_first_].wire_length) {
+            slot_sent_bytes_ -= slots_[slot_first_].wire_length;
+            tx_retire_locked(slots_[slot_first_]);
+            ++slot_first_;
+            --slot_count_;
+        }
+        if (iov_count_ > 0) {
+            set_epollout_locked(true);  // partial write: the socket is full
+            return false;
+        }
+    }
+    slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
+    slot_sent_bytes_ = batch_bytes_ = 0;
+    return true;
+}
+
+void QueuePair::tx_locked()
+{
+    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    for (;;) {
+        if (iov_count_ > 0 && !tx_flush_batch_locked()) return;
+        if (tx_stopped_ || fd_.load(std::memory_order_relaxed) < 0) return;
+        while (batch_bytes_ < tx_batch_bytes && tx_build_next_locked()) {
+        }
+        if (slot_count_ == 0) break;
+    }
+    set_epollout_locked(false);
+    // Graceful disconnect: FIN once everything owed has left (RFC 5041 §6.2.1).
+    if (closing_ && !fin_sent_ && sq_tx_ == sq_tail_ && irq_count_ == 0 && tx_msg_ == TxMessage::none) {
+        const int fd = fd_.load(std::memory_order_relaxed);
+        ::shutdown(fd, SHUT_WR);
+        fin_sent_ = true;
+        IWEMU_LOG(debug, "qp %u: FIN sent (disconnect)", qp_num_);
+    }
+}
+
+void QueuePair::queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
+                                       std::optional<uint16_t> seg_len)
+{
+    if (terminate_pending_ || terminate_sent_ || tx_stopped_) return;  // at most one (RFC 5040 §5.4)
+    wire::TerminateCause cause{code, offending, seg_len};
+    terminate_len_ = wire::build_terminate_ulpdu(cause, tx_msn_[2]++, terminate_ulpdu_);
+    if (terminate_len_ == 0) return;
+    terminate_pending_ = true;
+    term_sent_.valid = true;
+    term_sent_.code = code;
+    term_sent_.had_ddp_header = !offending.empty();
+    term_sent_.had_rdma_header = offending.size() > wire::ddp_untagged_header_size;
+    // Responder before the first inbound FPDU: the rule against early FPDUs
+    // yields to error reporting (the connection is dead anyway).
+    tx_gate_open_ = true;
+    IWEMU_LOG(info, "qp %u: Terminate %u/%u/0x%02x queued", qp_num_, static_cast<unsigned>(code.layer),
+              code.etype, code.error_code);
+}
+
+}  // namespace iwemu
