@@ -680,7 +680,6 @@ int cmd_get_event(Ctx& c) {
     for (;;) {
         {
             Lock lock(ucma_lock());
-            if (c.file->closed) return -EBADF;
             UcmaEvent ev;
             bool found = false;
             while (!found && c.file->pop(&ev)) {

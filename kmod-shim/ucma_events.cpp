@@ -70,11 +70,17 @@ std::deque<UcmaEvent> UcmaFile::take_events_of(uint32_t handle) {
 }
 
 void UcmaFile::shut() {
+    // Waiters stay blocked, as in the kernel, where a thread sleeping in
+    // GET_EVENT holds the file open past close(): rping's CM thread does
+    // exactly that at exit and must not see an error.
     closed = true;
-    set_ready(true);  // stays readable: every waiter wakes and sees `closed`
 }
 
 int ucma_file_wait(const UcmaFile& file) {
+    if (file.closed) {  // read without the lock: at worst one more loop
+        ::poll(nullptr, 0, -1);  // sleeps until a signal
+        return -EINTR;
+    }
     pollfd pfd{file.wait_fd, POLLIN, 0};
     for (;;) {
         int n = ::poll(&pfd, 1, -1);

@@ -7,6 +7,7 @@
 // closes the fd while another of its threads is blocked in GET_EVENT.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -26,7 +27,7 @@ struct UcmaEvent {
 struct UcmaFile {
     int fd = -1;       // what ucma_open() returned
     int wait_fd = -1;  // dup(fd): GET_EVENT blocks on it
-    bool closed = false;
+    std::atomic<bool> closed{false};  // close() done; read unlocked by waiters
     std::deque<UcmaEvent> events;
 
     ~UcmaFile();
