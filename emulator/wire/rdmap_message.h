@@ -26,6 +26,36 @@ struct RdmapSegment {
 // nullopt when the ULPDU is shorter than its DDP header.
 std::optional<RdmapSegment> decode_rdmap_segment(std::span<const uint8_t> ulpdu);
 
+// DDP headers for outgoing RDMAP messages (RFC 5040 §4.1 Fig. 4; DV = RV = 1,
+// reserved bits 0).  Tagged: RDMA Write, Read Response.
+constexpr DdpHeader rdmap_tagged_header(RdmapOpcode opcode, bool last, uint32_t stag, uint64_t to)
+{
+    DdpHeader h;
+    h.control = DdpControl{true, last, 0, ddp_version};
+    h.rsvdulp0 = encode_rdmap_control(opcode);
+    h.stag = stag;
+    h.to = to;
+    return h;
+}
+
+// Untagged: QN comes from the opcode (0 Send family / Immediate Data, 1 Read
+// Request / Atomic Request, 2 Terminate, 3 Atomic Response); the Invalidate
+// STag only travels with opcodes 4 and 6 (RFC 5040 §4.1: 0 otherwise).
+constexpr DdpHeader rdmap_untagged_header(RdmapOpcode opcode, bool last, uint32_t msn, uint32_t mo,
+                                          uint32_t invalidate_stag = 0)
+{
+    DdpHeader h;
+    h.control = DdpControl{false, last, 0, ddp_version};
+    h.rsvdulp0 = encode_rdmap_control(opcode);
+    const auto op = static_cast<uint8_t>(opcode);
+    h.rsvdulp1 = rdmap_opcode_carries_invalidate_stag(op) ? invalidate_stag : 0;
+    const auto info = rdmap_opcode_info(op);
+    h.qn = info ? info->qn : 0;
+    h.msn = msn;
+    h.mo = mo;
+    return h;
+}
+
 // Receive options that change what is legal.
 struct RdmapRxOptions {
     bool rfc7306 = false;  // accept Immediate Data / Atomic opcodes 0x8-0xB (decision 10)

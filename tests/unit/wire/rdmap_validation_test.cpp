@@ -172,3 +172,32 @@ TEST(RdmapSegment, DecodeGivesBody)
 
 }  // namespace
 }  // namespace iwemu::wire
+
+namespace iwemu::wire {
+namespace {
+
+TEST(RdmapHeaderBuilders, ReproduceVectorHeaders)
+{
+    uint8_t buf[18];
+    // V-F2: c1 40 12345678 0000000000001000
+    ASSERT_EQ(encode_ddp_header(rdmap_tagged_header(RdmapOpcode::rdma_write, true, 0x12345678, 0x1000), buf), 14u);
+    const uint8_t f2[14] = {0xc1, 0x40, 0x12, 0x34, 0x56, 0x78, 0, 0, 0, 0, 0, 0, 0x10, 0x00};
+    EXPECT_TRUE(std::equal(f2, f2 + 14, buf));
+    // V-F8: 41 44 cafef00d QN 0 MSN 2 MO 0
+    ASSERT_EQ(encode_ddp_header(rdmap_untagged_header(RdmapOpcode::send_with_invalidate, true, 2, 0, 0xCAFEF00D), buf),
+              18u);
+    const uint8_t f8[18] = {0x41, 0x44, 0xca, 0xfe, 0xf0, 0x0d, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0};
+    EXPECT_TRUE(std::equal(f8, f8 + 18, buf));
+    // Queue numbers come from the opcode; a stray Invalidate STag is dropped.
+    EXPECT_EQ(rdmap_untagged_header(RdmapOpcode::rdma_read_request, true, 1, 0).qn, 1u);
+    EXPECT_EQ(rdmap_untagged_header(RdmapOpcode::terminate, true, 1, 0).qn, 2u);
+    EXPECT_EQ(rdmap_untagged_header(RdmapOpcode::atomic_response, true, 1, 0).qn, 3u);
+    EXPECT_EQ(rdmap_untagged_header(RdmapOpcode::send, false, 1, 1482, 0xDEAD).rsvdulp1, 0u);
+    // Everything built passes the receive checks.
+    EXPECT_EQ(validate_rdmap_segment(rdmap_untagged_header(RdmapOpcode::send_with_se, true, 3, 0), 20), std::nullopt);
+    EXPECT_EQ(validate_rdmap_segment(rdmap_tagged_header(RdmapOpcode::rdma_read_response, false, 1, 2), 100),
+              std::nullopt);
+}
+
+}  // namespace
+}  // namespace iwemu::wire
