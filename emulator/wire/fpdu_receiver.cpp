@@ -271,20 +271,66 @@ size_t FpduReceiver::fast_header(std::span<const uint8_t> rest)
 
 size_t FpduReceiver::fast_whole_fpdu(std::span<const uint8_t> rest)
 {
-    constexpr size_t most = mpa_ulpdu_length_size + ddp_untagged_header_size;
-    if (length_got_ != 0 || marker_got_ != 0 || rest.size() < most) return 0;
-    const uint16_t len = static_cast<uint16_t>(rest[0] << 8 | rest[1]);
-    const size_t body = mpa_ulpdu_length_size + len + mpa_pad_length(len);
-    const size_t n = body + mpa_crc_size;
-    // A marker exactly after the CRC belongs to the next FPDU: fine.
-    if (rest.size() < n || (options_.markers && mpa_octets_to_marker(stream_offset_) < n)) return 0;
-    const size_t hlen = ddp_header_size(rest[2]);
-    if (len < hlen || len > options_.max_ulpdu_length || (rest[2] & ddp_control_dv_mask) != ddp_version)
+    if (length_got_ != 0 || marker_got_ != 0) return 0;
+    const bool markers = options_.markers;
+    uint32_t offset = stream_offset_;
+    // Off-grid starts (a stream not 4-aligned to SeqStart) take the general path.
+    if (markers && (offset & 3u) != 0) return 0;
+    auto fpduptr = [&](size_t at) { return static_cast<uint32_t>(rest[at + 2] << 8 | rest[at + 3]) & 0xFFFCu; };
+
+    size_t at = 0;
+    bool mismatch = false;
+    if (markers && mpa_octets_to_marker(offset) == 0) {  // case A: opening marker
+        if (rest.size() < mpa_marker_size) return 0;
+        mismatch = fpduptr(0) != 0;
+        at = mpa_marker_size;
+        offset += mpa_marker_size;
+    }
+    if (rest.size() < at + mpa_ulpdu_length_size + 1) return 0;
+    const uint16_t len = static_cast<uint16_t>(rest[at] << 8 | rest[at + 1]);
+    const size_t n = mpa_fpdu_wire_length(len, markers, stream_offset_);
+    if (rest.size() < n) return 0;
+    const uint8_t ddp_control = rest[at + mpa_ulpdu_length_size];
+    const size_t hlen = ddp_header_size(ddp_control);
+    // Anything unusual (errors included) takes the general path.
+    if (len < hlen || len > options_.max_ulpdu_length || (ddp_control & ddp_control_dv_mask) != ddp_version)
         return 0;
-    crc_update(rest.first(body));
-    std::memcpy(header_.data(), rest.data() + mpa_ulpdu_length_size, ddp_untagged_header_size);
-    std::memcpy(crc_buf_.data(), rest.data() + body, mpa_crc_size);
-    fpdu_offset_ = stream_offset_;
+
+    // Walk ULPDU and PAD between markers: gather the DDP header, check each
+    // FPDUPTR, find the payload.  No per-octet work.
+    const uint32_t fpdu_offset = offset;
+    at += mpa_ulpdu_length_size;
+    offset += mpa_ulpdu_length_size;
+    size_t left = len + mpa_pad_length(len);
+    size_t header_got = 0;
+    bool payload_found = false;
+    while (true) {
+        if (markers && mpa_octets_to_marker(offset) == 0) {  // case B, or C when left == 0
+            mismatch |= fpduptr(at) != offset - fpdu_offset;
+            at += mpa_marker_size;
+            offset += mpa_marker_size;
+        }
+        if (left == 0) break;
+        size_t run = left;
+        if (markers) run = std::min<size_t>(run, mpa_octets_to_marker(offset));
+        if (header_got < hlen) {
+            run = std::min(run, hlen - header_got);
+            copy_small(&header_[header_got], rest.subspan(at, run));
+            header_got += run;
+        } else if (!payload_found) {
+            payload_found = true;
+            fast_payload_at_ = at;
+            fast_payload_offset_ = offset;
+        }
+        at += run;
+        offset += run;
+        left -= run;
+    }
+
+    crc_update(rest.first(at));  // everything before the CRC field, markers included
+    std::memcpy(crc_buf_.data(), rest.data() + at, mpa_crc_size);
+    fpdu_offset_ = fpdu_offset;
+    marker_mismatch_ = mismatch;
     stream_offset_ += static_cast<uint32_t>(n);
     length_got_ = mpa_ulpdu_length_size;
     ulpdu_length_ = len;

@@ -171,9 +171,13 @@ private:
     // call and no per-state dispatch.  They return 0 when not applicable
     // (the general path then handles the octets, errors included).
     size_t fast_header(std::span<const uint8_t> rest);
-    // The whole FPDU is in the chunk: one CRC call over all of it.  On
-    // success the FPDU is absorbed up to (not including) finish_fpdu().
+    // The whole FPDU (markers included) is in the chunk: one CRC call over
+    // all of it, markers checked in passing.  On success the FPDU is absorbed
+    // up to (not including) finish_fpdu(); its payload starts at
+    // rest[fast_payload_at_], stream offset fast_payload_offset_.
     size_t fast_whole_fpdu(std::span<const uint8_t> rest);
+    template <FpduRxVisitor V>
+    void deliver_whole_payload(std::span<const uint8_t> rest, V& visitor);
     size_t fast_trailer(std::span<const uint8_t> rest, FpduRxEvent& event);
 
     FpduReceiverOptions options_;
@@ -204,9 +208,31 @@ private:
     uint32_t crc_received_ = 0;
     uint32_t crc_computed_ = 0;
 
+    size_t fast_payload_at_ = 0;
+    uint32_t fast_payload_offset_ = 0;
+
     uint64_t segments_ = 0;
     FpduRxError error_{};
 };
+
+template <FpduRxVisitor V>
+void FpduReceiver::deliver_whole_payload(std::span<const uint8_t> rest, V& visitor)
+{
+    size_t at = fast_payload_at_;
+    uint32_t offset = fast_payload_offset_;
+    for (uint32_t done = 0; done < payload_len_;) {
+        if (options_.markers && mpa_octets_to_marker(offset) == 0) {
+            at += mpa_marker_size;
+            offset += mpa_marker_size;
+        }
+        uint32_t run = payload_len_ - done;
+        if (options_.markers) run = std::min(run, mpa_octets_to_marker(offset));
+        visitor.on_payload(rest.subspan(at, run), done);
+        at += run;
+        offset += run;
+        done += run;
+    }
+}
 
 template <FpduRxVisitor V>
 size_t FpduReceiver::feed(std::span<const uint8_t> chunk, V& visitor)
@@ -234,8 +260,7 @@ size_t FpduReceiver::feed(std::span<const uint8_t> chunk, V& visitor)
             if (const size_t n = fast_whole_fpdu(rest)) {
                 pos += n;
                 visitor.on_segment_header(ddp_header(), ulpdu_length_);
-                if (payload_len_ > 0)
-                    visitor.on_payload(rest.subspan(mpa_ulpdu_length_size + header_len_, payload_len_), 0);
+                deliver_whole_payload(rest, visitor);
                 if (finish_fpdu() == FpduRxEvent::error) {
                     visitor.on_error(error_);
                     return pos;
