@@ -121,6 +121,10 @@ bool port_taken(const UcmaId& self, const sockaddr_storage& addr) {
 // free; port 0 picks one.  ucma_lock() held.
 int bind_locked(UcmaId& id, const sockaddr_storage& addr_in) {
     if (id.state != CmIdState::idle) return -EINVAL;
+    // An iWARP device has only the reliable-connected TCP port space: no UD
+    // QPs (UDP, IPoIB) and no IB service ids.  Refusing here gives udaddy a
+    // clear "Protocol not supported" instead of a server waiting forever.
+    if (id.ps != RDMA_PS_TCP) return -EPROTONOSUPPORT;
     sockaddr_storage addr = addr_in;
     if (port_taken(id, addr)) return -EADDRINUSE;
     int fd = -1;
@@ -152,11 +156,12 @@ struct Ctx {
 int cmd_create_id(Ctx& c) {
     rdma_ucm_create_id cmd;
     if (int rc = read_cmd(c.in, c.in_len, &cmd); rc < 0) return rc;
-    // Reliable-connected TCP port space only: iWARP has no UD QPs, so UDP
-    // and IPoIB ids fail here, at once and clearly (udaddy).  IB ids are
-    // created like the kernel does (librdmacm's AF_IB probe), their AF_IB
-    // BIND is what gets refused.
-    if (cmd.ps != RDMA_PS_TCP && cmd.ps != RDMA_PS_IB) return -EPROTONOSUPPORT;
+    // Every port space is accepted here, as by the kernel (librdmacm's AF_IB
+    // probe creates an RDMA_PS_IB id); only TCP ids may take an address
+    // (bind_locked), so UDP/IPoIB users fail at their first bind or resolve.
+    if (cmd.ps != RDMA_PS_TCP && cmd.ps != RDMA_PS_UDP && cmd.ps != RDMA_PS_IPOIB &&
+        cmd.ps != RDMA_PS_IB)
+        return -EINVAL;
     Lock lock(ucma_lock());
     if (c.file->closed) return -EBADF;
     UcmaId* id = ucma_id_create(c.file.get());
@@ -218,6 +223,7 @@ int resolve_locked(UcmaId& id, const sockaddr_storage* src, const sockaddr_stora
     if (id.state != CmIdState::idle && id.state != CmIdState::addr_bound &&
         id.state != CmIdState::addr_resolved)
         return -EINVAL;
+    if (id.ps != RDMA_PS_TCP) return -EPROTONOSUPPORT;  // see bind_locked
     sockaddr_storage dst = dst_in;
     if (src && src->ss_family && src->ss_family != dst.ss_family) return -EINVAL;
     if (id.state == CmIdState::idle) {

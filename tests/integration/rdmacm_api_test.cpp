@@ -78,10 +78,16 @@ void test_af_ib_and_port_spaces() {
     ib.ss_family = AF_IB;
     CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ib)) != 0);
     rdma_destroy_id(id);
-    // iWARP has no UD QPs: the UDP port space is refused at creation.
+    // iWARP has no UD QPs: a UDP id cannot take an address.
+    CHECK(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_UDP) == 0);
+    sockaddr_in addr = loopback(0);
     errno = 0;
-    CHECK(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_UDP) != 0);
+    CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0);
     CHECK(errno == EPROTONOSUPPORT);
+    errno = 0;
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) != 0);
+    CHECK(errno == EPROTONOSUPPORT);
+    rdma_destroy_id(id);
 }
 
 void test_bind_rules() {
@@ -104,7 +110,7 @@ void test_bind_rules() {
     CHECK(errno == EADDRINUSE);
     sockaddr_in remote{};
     remote.sin_family = AF_INET;
-    inet_pton(AF_INET, "192.0.2.1", &remote.sin_addr);  // TEST-NET-1: never local
+    inet_pton(AF_INET, "198.51.100.77", &remote.sin_addr);  // TEST-NET-2: not a local address
     errno = 0;
     CHECK(rdma_bind_addr(c, reinterpret_cast<sockaddr*>(&remote)) != 0);
     CHECK(errno == EADDRNOTAVAIL);

@@ -17,16 +17,19 @@ endfunction()
 
 iwemu_rdmacm_test(api $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test>)
 iwemu_rdmacm_test(udaddy_fails_cleanly ${RDMACM_HERE}/rdmacm_udaddy.sh $<TARGET_FILE:iwemu_run>)
-# Data-path tests: registered once the emulator carries RDMA Read/Write/Send
-# end to end (see IWEMU_RDMACM_DATAPATH below).
-option(IWEMU_RDMACM_DATAPATH "register the rdma_cm tests that move data" OFF)
-if(IWEMU_RDMACM_DATAPATH)
+iwemu_rdmacm_test(ucmatose ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 10)
+iwemu_rdmacm_test(ucmatose_migrate
+  ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 4 -m)
+iwemu_rdmacm_test(ucmatose_nonloopback
+  ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> nonloopback 10 -C 100 -S 4096)
+iwemu_rdmacm_test(rdma_server_client
+  ${RDMACM_HERE}/rdmacm_rdma_server_client.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
+
+# rping moves data with RDMA Read and Write; registered once that path is
+# verified end to end (cmake -DIWEMU_RDMACM_RPING=ON to run it anyway).
+option(IWEMU_RDMACM_RPING "register the rping tests" OFF)
+if(IWEMU_RDMACM_RPING)
   iwemu_rdmacm_test(rping ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 2000 65536)
   iwemu_rdmacm_test(rping_nonloopback
     ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> nonloopback 200 4096)
-  iwemu_rdmacm_test(ucmatose ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 10)
-  iwemu_rdmacm_test(ucmatose_migrate
-    ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 4 -m)
-  iwemu_rdmacm_test(rdma_server_client
-    ${RDMACM_HERE}/rdmacm_rdma_server_client.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
 endif()

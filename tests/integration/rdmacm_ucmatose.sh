@@ -9,6 +9,10 @@ run=$1
 addr=${2:-127.0.0.1}
 conns=${3:-10}
 shift $(( $# < 3 ? $# : 3 ))
+if [ "$addr" = nonloopback ]; then
+    addr=$(local_address)
+    [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
+fi
 port=$(free_port) || fail "no free port"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
