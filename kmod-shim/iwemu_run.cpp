@@ -60,7 +60,15 @@ bool readable(const std::string& path) { return access(path.c_str(), R_OK) == 0;
 std::string find_in(const std::vector<std::string>& dirs, const char* file, std::string* looked)
 {
     for (const std::string& d : dirs) {
-        if (readable(d + "/" + file)) return d + "/" + file;
+        std::string path = d + "/" + file;
+        if (readable(path)) {
+            char* canonical = realpath(path.c_str(), nullptr);
+            if (canonical) {
+                path = canonical;
+                std::free(canonical);
+            }
+            return path;
+        }
         *looked += "\n    " + d;
     }
     return "";
