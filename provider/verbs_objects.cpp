@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -63,7 +64,18 @@ struct Mr {
 struct Cq {
     ibv_cq ibv;
     CompletionQueue* emu;
-    int channel_sender;  // our end of the completion channel, or -1
+};
+
+// Our end of a completion channel.  Owned by the CQ's event handler (and
+// any copy of it an emulator thread is still running), so the fd is closed
+// only when no handler can write to it any more: never a write to a reused
+// fd number after destroy_cq.
+struct ChannelSender {
+    explicit ChannelSender(int f) : fd(f) {}
+    ChannelSender(const ChannelSender&) = delete;
+    ChannelSender& operator=(const ChannelSender&) = delete;
+    ~ChannelSender() { close(fd); }
+    const int fd;
 };
 struct Srq {
     ibv_srq ibv;
@@ -180,29 +192,28 @@ int channel_sender_for(ibv_comp_channel* channel)
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
 {
     if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<ibv_cq>(EINVAL);
+    std::shared_ptr<ChannelSender> sender;
+    if (channel) {
+        int fd = channel_sender_for(channel);
+        if (fd < 0) return fail<ibv_cq>(errno);
+        sender = std::make_shared<ChannelSender>(fd);
+    }
     auto* cq = static_cast<Cq*>(calloc(1, sizeof(Cq)));
     if (!cq) return fail<ibv_cq>(ENOMEM);
-    cq->channel_sender = -1;
-    if (channel && (cq->channel_sender = channel_sender_for(channel)) < 0) {
-        int err = errno;
-        free(cq);
-        return fail<ibv_cq>(err);
-    }
     if (int err = emu().create_cq(static_cast<uint32_t>(cqe), &cq->emu)) {
-        if (cq->channel_sender >= 0) close(cq->channel_sender);
         free(cq);
         return fail<ibv_cq>(err);
     }
     cq->emu->user_context = cq;
     cq->ibv.cqe = static_cast<int>(cq->emu->capacity());
     cq->ibv.handle = 0;
-    if (cq->channel_sender >= 0) {
+    if (sender) {
         // One 8-byte ib_uverbs_comp_event_desc per armed completion; the
         // element is the ibv_cq* ibv_get_cq_event hands back.
-        const int sender = cq->channel_sender;
         const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
-        cq->emu->set_event_handler(
-            [sender, handle] { send(sender, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL); });
+        cq->emu->set_event_handler([sender = std::move(sender), handle] {
+            send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
+        });
     }
     return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
 }
@@ -211,7 +222,6 @@ int destroy_cq(ibv_cq* ibcq)
 {
     Cq* cq = to_cq(ibcq);
     if (int err = emu().destroy_cq(cq->emu)) return err;
-    if (cq->channel_sender >= 0) close(cq->channel_sender);
     free(cq);
     return 0;
 }
