@@ -330,7 +330,7 @@ size_t FpduReceiver::fast_whole_fpdu(std::span<const uint8_t> rest)
     crc_update(rest.first(at));  // everything before the CRC field, markers included
     std::memcpy(crc_buf_.data(), rest.data() + at, mpa_crc_size);
     fpdu_offset_ = fpdu_offset;
-    marker_mismatch_ = mismatch;
+    marker_mismatch_ = marker_mismatch_ || mismatch;  // an opening marker may have been read already
     stream_offset_ += static_cast<uint32_t>(n);
     length_got_ = mpa_ulpdu_length_size;
     ulpdu_length_ = len;

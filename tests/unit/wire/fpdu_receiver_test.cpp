@@ -299,6 +299,24 @@ TEST(FpduReceiverErrors, OpeningMarkerMustBeZero)
     EXPECT_EQ(o.rec.error->code, llp(0x03));
 }
 
+TEST(FpduReceiverErrors, OpeningMarkerMismatchSurvivesAChunkBoundary)
+{
+    // Found by fuzzing: the opening marker read on its own, the rest of the
+    // FPDU in the next chunk (whole-FPDU fast path) must still report 0x03.
+    auto v = fpdu_vectors()[21];  // V-M5
+    v.wire[2] = 0x01;             // FPDUPTR 0x100 instead of 0
+    store_crc_field(crc32c(std::span(v.wire).first(v.wire.size() - 4)), &v.wire[v.wire.size() - 4]);
+    FpduReceiver rx(options_for(v));
+    Recorder rec;
+    const std::span<const uint8_t> all(v.wire);
+    rec.chunk = all.first(4);
+    ASSERT_EQ(rx.feed(rec.chunk, rec), 4u);
+    rec.chunk = all.subspan(4);
+    rx.feed(rec.chunk, rec);
+    ASSERT_TRUE(rec.error.has_value());
+    EXPECT_EQ(rec.error->code, llp(0x03));
+}
+
 TEST(FpduReceiverErrors, FpduptrLowBitsAndReservedAreIgnored)
 {
     auto v = fpdu_vectors()[20];  // V-M4, case C marker 00 00 00 20
