@@ -112,7 +112,11 @@ void on_async_event(const AsyncEvent& ev)
 {
     const auto type = static_cast<ibv_event_type>(ev.type);
     std::lock_guard lock(g_contexts_lock);
-    if (ibv_context* owner = owner_of(ev)) {
+    ibv_context* owner = owner_of(ev);
+    // A context closed while its objects live (ibv_close_device does not
+    // destroy them) no longer receives their events.
+    if (owner && std::find(contexts().begin(), contexts().end(), to_context(owner)) == contexts().end()) return;
+    if (owner) {
         uint64_t element = ev.qp   ? reinterpret_cast<uintptr_t>(&static_cast<Qp*>(ev.qp->user_context)->vqp.qp)
                            : ev.cq ? reinterpret_cast<uintptr_t>(&static_cast<Cq*>(ev.cq->user_context)->ibv)
                                    : reinterpret_cast<uintptr_t>(&static_cast<Srq*>(ev.srq->user_context)->ibv);
@@ -121,6 +125,25 @@ void on_async_event(const AsyncEvent& ev)
     }
     if (ev.qp || ev.cq || ev.srq) return;  // object not (or no longer) exposed
     for (Context* ctx : contexts()) post_async_event(ctx, ev.port_num, type);  // port / device events
+}
+
+// Destroys an emulator object that may raise async events: unlinked from
+// its provider struct first (under the routing lock), so an event racing
+// with the destroy finds no owner instead of a freed struct; relinked if
+// the emulator refuses (EBUSY).
+template <typename EmuObject, typename Provider, typename Destroy>
+int detach_and_destroy(EmuObject* obj, Provider* mine, Destroy destroy)
+{
+    {
+        std::lock_guard lock(g_contexts_lock);
+        obj->user_context = nullptr;
+    }
+    int err = destroy(obj);
+    if (err) {
+        std::lock_guard lock(g_contexts_lock);
+        obj->user_context = mine;
+    }
+    return err;
 }
 
 // ---- PD ------------------------------------------------------------------
@@ -221,7 +244,8 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
 int destroy_cq(ibv_cq* ibcq)
 {
     Cq* cq = to_cq(ibcq);
-    if (int err = emu().destroy_cq(cq->emu)) return err;
+    if (int err = detach_and_destroy(cq->emu, cq, [](CompletionQueue* c) { return emu().destroy_cq(c); }))
+        return err;
     free(cq);
     return 0;
 }
@@ -284,7 +308,8 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init)
 int destroy_srq(ibv_srq* ibsrq)
 {
     Srq* srq = to_srq(ibsrq);
-    if (int err = emu().destroy_srq(srq->emu)) return err;
+    if (int err = detach_and_destroy(srq->emu, srq, [](SharedReceiveQueue* q) { return emu().destroy_srq(q); }))
+        return err;
     free(srq);
     return 0;
 }
@@ -408,15 +433,7 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* init_ex)
 int destroy_qp(ibv_qp* ibqp)
 {
     Qp* qp = to_qp(ibqp);
-    {
-        // An async event for this QP must not find it half-freed.
-        std::lock_guard lock(g_contexts_lock);
-        qp->emu->user_context = nullptr;
-    }
-    if (int err = emu().destroy_qp(qp->emu)) {
-        qp->emu->user_context = qp;
-        return err;
-    }
+    if (int err = detach_and_destroy(qp->emu, qp, [](QueuePair* q) { return emu().destroy_qp(q); })) return err;
     pthread_cond_destroy(&ibqp->cond);
     pthread_mutex_destroy(&ibqp->mutex);
     free(qp);
