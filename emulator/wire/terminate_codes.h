@@ -84,7 +84,8 @@ struct TerminateCode {
 };
 
 // True when (layer, etype, code) is an entry of the RFC 6580 §3 registries
-// (Local Catastrophic and the DDP EType reserved for the LLP accept any code).
+// (RDMAP Local Catastrophic and DDP EType 3, reserved for the LLP, accept any
+// Error Code).
 bool terminate_code_defined(TerminateCode code);
 
 // "Layer/EType/Error Code" in words, e.g. "DDP/Tagged Buffer/Base or bounds

@@ -184,6 +184,9 @@ TEST(TerminateCodeNames, EveryRegisteredCodeHasAName)
     EXPECT_EQ(terminate_code_name({TerminateLayer::rdmap, 0, 0x33}), "RDMAP/Local Catastrophic");
     EXPECT_EQ(terminate_code_name({TerminateLayer::ddp, 2, 0x00}), "DDP/Untagged Buffer/undefined code");
     EXPECT_EQ(terminate_code_name({static_cast<TerminateLayer>(7), 0, 0}), "undefined layer");
+    EXPECT_EQ(terminate_layer_name(TerminateLayer::llp), "LLP");
+    EXPECT_EQ(terminate_etype_name(TerminateLayer::ddp, 2), "Untagged Buffer");
+    EXPECT_EQ(terminate_etype_name(TerminateLayer::llp, 1), "undefined EType");
     int defined = 0;
     for (int l = 0; l < 3; ++l)
         for (int e = 0; e < 16; ++e)
