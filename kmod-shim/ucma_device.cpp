@@ -5,10 +5,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "emulator/log.h"
+#include "kmod-shim/ucma_abi.h"
 #include "kmod-shim/ucma_commands.h"
 #include "kmod-shim/ucma_events.h"
 #include "kmod-shim/ucma_ids.h"
@@ -25,6 +28,17 @@ std::atomic<bool> owned_fast[fast_fds];
 std::map<int, std::shared_ptr<UcmaFile>>& files() {
     static auto* table = new std::map<int, std::shared_ptr<UcmaFile>>;  // outlives exit handlers
     return *table;
+}
+
+const char* command_name(const void* buf, size_t len) {
+    static constexpr const char* names[abi::cmd_count] = {
+        "CREATE_ID", "DESTROY_ID", "BIND_IP", "RESOLVE_IP", "RESOLVE_ROUTE", "QUERY_ROUTE",
+        "CONNECT", "LISTEN", "ACCEPT", "REJECT", "DISCONNECT", "INIT_QP_ATTR", "GET_EVENT",
+        "GET_OPTION", "SET_OPTION", "NOTIFY", "JOIN_IP_MCAST", "LEAVE_MCAST", "MIGRATE_ID",
+        "QUERY", "BIND", "RESOLVE_ADDR", "JOIN_MCAST"};
+    uint32_t cmd = abi::cmd_count;
+    if (len >= sizeof cmd) std::memcpy(&cmd, buf, sizeof cmd);
+    return cmd < abi::cmd_count ? names[cmd] : "(bad command)";
 }
 
 void mark(int fd, bool owned) {
@@ -61,6 +75,12 @@ ssize_t ucma_write(int fd, const void* buf, size_t len) {
         return -1;
     }
     int rc = ucma_execute(file, buf, len);
+    // IWEMU_LOG=debug traces every command; failures the application may
+    // not report itself (rdma_disconnect's result is often ignored) at info.
+    if (rc < 0 && rc != -EAGAIN && rc != -EAFNOSUPPORT)  // not: polling, librdmacm's AF_IB probe
+        IWEMU_LOG(info, "rdma_cm fd %d: %s failed: %s", fd, command_name(buf, len), std::strerror(-rc));
+    else
+        IWEMU_LOG(debug, "rdma_cm fd %d: %s -> %d", fd, command_name(buf, len), rc);
     if (rc < 0) {
         errno = -rc;
         return -1;

@@ -11,11 +11,16 @@ free_port() {
     return 1
 }
 
-# Waits (up to $2 seconds) until something listens on TCP port $1.
+# Waits (up to $2 seconds) until something listens on TCP port $1; gives up
+# early when process $3 (the server) has exited.
 wait_listen() {
-    local port=$1 limit=$(( ${2:-10} * 10 ))
+    local port=$1 limit=$(( ${2:-10} * 10 )) pid=${3:-}
     for _ in $(seq 1 "$limit"); do
         ss -Hltn "sport = :$port" | grep -q . && return 0
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            echo "server exited before listening on port $port" >&2
+            return 1
+        fi
         sleep 0.1
     done
     echo "nothing listens on port $port after ${2:-10} s" >&2

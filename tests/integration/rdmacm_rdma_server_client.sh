@@ -13,7 +13,7 @@ trap 'rm -rf "$dir"' EXIT
 
 timeout 60 "$run" rdma_server -s "$addr" -p "$port" > "$dir/server.log" 2>&1 &
 server=$!
-wait_listen "$port" 20 || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
+wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
 timeout 50 "$run" rdma_client -s "$addr" -p "$port" > "$dir/client.log" 2>&1
 client_rc=$?
 wait $server

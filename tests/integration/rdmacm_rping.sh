@@ -7,7 +7,7 @@ here=$(dirname "$0")
 run=$1
 addr=${2:-127.0.0.1}
 count=${3:-2000}
-size=${4:-65536}
+size=${4:-65535}  # rping's own limit: 65535 (-S 65536 is refused by rping itself)
 if [ "$addr" = nonloopback ]; then
     addr=$(local_address)
     [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
@@ -18,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 
 timeout 100 "$run" rping -s -a "$addr" -p "$port" -C "$count" -S "$size" -V > "$dir/server.log" 2>&1 &
 server=$!
-wait_listen "$port" 20 || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
+wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
 timeout 90 "$run" rping -c -a "$addr" -p "$port" -C "$count" -S "$size" -V -v > "$dir/client.log" 2>&1
 client_rc=$?
 wait $server

@@ -19,7 +19,7 @@ trap 'rm -rf "$dir"' EXIT
 
 timeout 100 "$run" ucmatose -b "$addr" -p "$port" -c "$conns" "$@" > "$dir/server.log" 2>&1 &
 server=$!
-wait_listen "$port" 20 || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
+wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
 timeout 90 "$run" ucmatose -s "$addr" -p "$port" -c "$conns" "$@" > "$dir/client.log" 2>&1
 client_rc=$?
 wait $server

@@ -1,0 +1,23 @@
+#!/bin/bash
+# qperf -cm1 (connections through rdma_cm, which iWARP needs): the qperf
+# server forks a child per test; the client runs the given tests.
+# usage: rdmacm_qperf.sh IWEMU_RUN [ADDRESS] TEST...   e.g. rc_bw rc_lat
+set -u
+here=$(dirname "$0")
+. "$here/rdmacm_lib.sh"
+run=$1
+addr=${2:-127.0.0.1}
+shift $(( $# < 2 ? $# : 2 ))
+port=$(free_port) || fail "no free port"
+dir=$(mktemp -d)
+timeout 100 "$run" qperf -lp "$port" > "$dir/server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
+wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "qperf server did not listen"; }
+timeout 90 "$run" qperf -cm1 -lp "$port" -t 2 "$addr" "$@" > "$dir/client.log" 2>&1
+client_rc=$?
+if [ $client_rc -ne 0 ] || grep -qi "fail\|error" "$dir/client.log"; then
+    show "$dir/server.log" "$dir/client.log"
+    fail "qperf -cm1 $*: client rc=$client_rc"
+fi
+cat "$dir/client.log"
