@@ -83,12 +83,17 @@ struct ConnectionManager::Connection {
     CmEventHandler handler;
     Endpoint endpoint;
 
-    // One incoming startup frame, read with exact lengths so that no octet
-    // after it (an FPDU) leaves the socket.
-    std::array<uint8_t, frame_buffer_size> rx{};
+    // Startup frame buffers, dropped at hand-off (bounded memory per
+    // half-open connection, nothing kept per established one).
+    struct Buffers {
+        // One incoming startup frame, read with exact lengths so that no
+        // octet after it (an FPDU) leaves the socket.
+        std::array<uint8_t, frame_buffer_size> rx{};
+        // One outgoing startup frame or Terminate FPDU.
+        std::array<uint8_t, frame_buffer_size> tx{};
+    };
+    std::unique_ptr<Buffers> buf = std::make_unique<Buffers>();
     size_t rx_len = 0;
-    // One outgoing startup frame or Terminate FPDU.
-    std::array<uint8_t, frame_buffer_size> tx{};
     size_t tx_len = 0;
     size_t tx_off = 0;
 
@@ -105,6 +110,9 @@ struct ConnectionManager::Connection {
     bool destroyed = false;
     bool disconnect_pending = false;
     int disconnect_error = 0;
+    // `disconnected` delivered; the id still forwards disconnect() (the ULP
+    // closes its half after the peer's FIN) until destroy().
+    bool disconnect_reported = false;
 };
 
 class ConnectionManager::Loop {
@@ -348,7 +356,7 @@ void ConnectionManager::Loop::finish_attach(ConnectionId id, int rc)
             CmEvent dv = make_event(*c, CmEventType::disconnected);
             dv.error = c->disconnect_error;
             queue_event_locked(*c, std::move(dv), &out);
-            connections_.erase(id);
+            c->disconnect_reported = true;
         }
     }
     run_actions(out);
@@ -516,7 +524,7 @@ void ConnectionManager::Loop::watch_locked(Connection& c, uint32_t events)
 
 bool ConnectionManager::Loop::encode_frame_locked(Connection& c, const wire::MpaFrame& frame)
 {
-    c.tx_len = wire::encode_mpa_frame(frame, c.tx);
+    c.tx_len = wire::encode_mpa_frame(frame, c.buf->tx);
     c.tx_off = 0;
     return c.tx_len != 0;
 }
@@ -524,7 +532,7 @@ bool ConnectionManager::Loop::encode_frame_locked(Connection& c, const wire::Mpa
 void ConnectionManager::Loop::send_locked(Connection& c)
 {
     while (c.tx_off < c.tx_len) {
-        const ssize_t n = ::send(c.fd, c.tx.data() + c.tx_off, c.tx_len - c.tx_off, MSG_NOSIGNAL);
+        const ssize_t n = ::send(c.fd, c.buf->tx.data() + c.tx_off, c.tx_len - c.tx_off, MSG_NOSIGNAL);
         if (n > 0) {
             c.tx_off += static_cast<size_t>(n);
             continue;
@@ -581,19 +589,19 @@ void ConnectionManager::Loop::receive_locked(Connection& c)
                                         : c.state == StartupState::awaiting_request ? wire::MpaFrameType::request
                                                                                     : wire::MpaFrameType::rtr;
     for (;;) {
-        const wire::MpaParseResult r = wire::parse_mpa_frame({c.rx.data(), c.rx_len}, expected);
+        const wire::MpaParseResult r = wire::parse_mpa_frame({c.buf->rx.data(), c.rx_len}, expected);
         if (r.status == wire::MpaParseStatus::complete) {
             frame_received_locked(c, r);
             return;
         }
-        if (r.status != wire::MpaParseStatus::need_more || c.rx_len + r.need > c.rx.size()) {
+        if (r.status != wire::MpaParseStatus::need_more || c.rx_len + r.need > c.buf->rx.size()) {
             fail_locked(c, CmEventType::connect_error, EPROTO, wire::terminate_code(r.status).value_or(mpa_invalid_frame),
                         wire::to_string(r.status));
             return;
         }
         // Exactly what the frame still lacks, never more: the octets after
         // it belong to the QP (siw as Responder sends FPDUs right after its Reply).
-        const ssize_t n = ::recv(c.fd, c.rx.data() + c.rx_len, r.need, 0);
+        const ssize_t n = ::recv(c.fd, c.buf->rx.data() + c.rx_len, r.need, 0);
         if (n > 0) {
             c.rx_len += static_cast<size_t>(n);
             continue;
@@ -693,7 +701,7 @@ void ConnectionManager::Loop::reply_received_locked(Connection& c, const wire::M
         const wire::TerminateCause cause{*o.error, {}, std::nullopt};
         const size_t ulen = wire::build_terminate_ulpdu(cause, 1, ulpdu);
         const size_t flen = ulen == 0 ? 0
-                                      : wire::encode_fpdu(c.tx, {ulpdu.data(), ulen}, {}, 0,
+                                      : wire::encode_fpdu(c.buf->tx, {ulpdu.data(), ulen}, {}, 0,
                                                           wire::FpduFraming{o.params.tx.crc, o.params.tx.markers});
         if (flen == 0) {
             fail_locked(c, CmEventType::connect_error, EPROTO, o.error, o.reason);
@@ -730,6 +738,7 @@ void ConnectionManager::Loop::hand_off_locked(Connection& c)
     c.deadline.reset();
     c.params.fd = c.fd;
     c.params.mulpdu = wire::mpa_mulpdu(effective_mss(c.fd), c.params.tx.markers);
+    c.buf.reset();
     Action a;
     a.kind = Action::Kind::attach;
     a.id = c.id;
@@ -990,14 +999,12 @@ void ConnectionManager::Loop::notify_disconnected(ConnectionId id, int error)
         c->disconnect_error = error;
         return;
     }
-    if (c->state != StartupState::established)
+    if (c->state != StartupState::established || c->disconnect_reported)
         return;
-    if (!c->destroyed) {
-        CmEvent ev = make_event(*c, CmEventType::disconnected);
-        ev.error = error;
-        queue_event_locked(*c, std::move(ev));
-    }
-    connections_.erase(id);
+    c->disconnect_reported = true;
+    CmEvent ev = make_event(*c, CmEventType::disconnected);
+    ev.error = error;
+    queue_event_locked(*c, std::move(ev));
     if (ensure_running_locked() == 0)
         wake();
 }

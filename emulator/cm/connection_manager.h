@@ -15,8 +15,9 @@
 //   called from a handler.
 // - Event handlers and Endpoint callbacks run on the CM thread, one at a time,
 //   with no CM lock held.  Events of one connection are delivered in order;
-//   after a terminal event (see CmEventType) the connection id is retired and
-//   no further event names it.
+//   after a terminal event (see CmEventType) no further event names the id.
+//   Events may arrive before connect() has returned: bind per-connection
+//   context through the handler, not through the id.
 // - Handlers must not block for long: they delay every other connection's
 //   startup.
 //
@@ -29,7 +30,10 @@
 //             the Rtr frame never came) before/after accept()
 //   After established the socket belongs to the QP; the QP (or whoever owns
 //   it) reports the end with notify_disconnected(), which delivers the one
-//   `disconnected` event.  destroy() retires an id silently at any time.
+//   `disconnected` event.  The id of an established connection stays valid
+//   (disconnect() still forwards, e.g. to close our half after the peer's
+//   FIN) until destroy(); every other terminal event retires the id itself.
+//   destroy() retires an id silently at any time.
 #pragma once
 
 #include <sys/socket.h>
@@ -180,12 +184,14 @@ public:
     int connect(const ConnectArgs& args, ConnectionId* id);
 
     // Graceful or abortive close.  In startup: the socket is closed here (no
-    // event).  Established: forwarded to Endpoint::disconnect (-ENOTSUP if
-    // none); the owner then calls notify_disconnected().
+    // event; the id is retired).  Established, before or after
+    // `disconnected`: forwarded to Endpoint::disconnect (-ENOTSUP if none);
+    // the owner then calls notify_disconnected().  -EBUSY while attach runs.
     int disconnect(ConnectionId id, DisconnectMode mode);
     // The owner of an established connection reports its end (peer FIN/RST,
     // local close, error); delivers `disconnected` once.  error: 0 for an
-    // orderly close, else a positive errno.
+    // orderly close, else a positive errno.  Any thread, also from inside
+    // Endpoint::attach.
     void notify_disconnected(ConnectionId id, int error);
     // Retires an id without further events (rdma_destroy_id); a connection
     // still in startup is closed abortively.

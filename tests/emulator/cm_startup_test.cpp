@@ -612,6 +612,11 @@ TEST(CmStartup, DisconnectIsForwardedAndNotifyDeliversOneDisconnected)
     ASSERT_TRUE(ev);
     EXPECT_EQ(ev->connection, cid);
     EXPECT_FALSE(p.client_log.wait(CmEventType::disconnected, 200ms));
+    // Still forwarded after `disconnected` (closing our half after the
+    // peer's FIN), until destroy().
+    EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::abortive), 0);
+    EXPECT_EQ(p.client_qp.disconnects().size(), 2u);
+    p.client.destroy(cid);
     EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), -ENOENT);
 }
 
