@@ -137,8 +137,9 @@ std::string format_rdmap(const wire::DdpHeader& h, std::span<const uint8_t> body
                            static_cast<unsigned long long>(r->data_source_to));
         break;
     case RdmapOpcode::terminate:
-        s += " term=[" + format_terminate_message(wire::decode_terminate(body.first(std::min(body.size(), body_length)))) +
-             "]";
+        // body holds at most the first 64 octets; a Terminate header is <= 52.
+        s += " term=[" +
+             format_terminate_message(wire::decode_terminate(body.first(std::min(body.size(), body_length)))) + "]";
         break;
     case RdmapOpcode::immediate_data:
     case RdmapOpcode::immediate_data_with_se:

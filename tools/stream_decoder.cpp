@@ -84,9 +84,10 @@ public:
             return;
         const bool crc_error = error.code == wire::TerminateCode{wire::TerminateLayer::llp, wire::etype::llp_mpa,
                                                                   wire::ecode::mpa_crc_error};
-        if (!header_ && rx_.ddp_header().size() == wire::ddp_header_size(rx_.ddp_header().empty() ? 0 : rx_.ddp_header()[0])) {
+        const std::span<const uint8_t> partial = rx_.ddp_header();
+        if (!header_ && !partial.empty() && partial.size() == wire::ddp_header_size(partial[0])) {
             // The receiver stopped right after the header (DDP version check).
-            header_ = wire::decode_ddp_header(rx_.ddp_header());
+            header_ = wire::decode_ddp_header(partial);
             ulpdu_length_ = rx_.ulpdu_length();
         }
         if (header_) {
@@ -142,11 +143,11 @@ private:
 
     void print_fpdu(const std::string& crc, uint32_t end)
     {
-        std::string line = strprintf("fpdu at=%zu seq=%u ulpdu_length=%u crc=%s", stream_index(fpdu_start_), fpdu_start_,
-                                     ulpdu_length_, crc.c_str());
+        std::string line = strprintf("fpdu at=%zu seq=%u ulpdu_length=%u crc=%s", stream_index(fpdu_start_),
+                                     fpdu_start_, ulpdu_length_, crc.c_str());
         line += markers(end);
         if (header_) {
-            const size_t body_length = ulpdu_length_ - header_->size();
+            const size_t body_length = ulpdu_length_ >= header_->size() ? ulpdu_length_ - header_->size() : 0;
             line += " ddp " + format_ddp_header(*header_) + " rdmap " +
                     format_rdmap(*header_, std::span<const uint8_t>(body_.data(), body_got_), body_length);
         }
@@ -195,7 +196,8 @@ int decode_stream(std::span<const uint8_t> stream, const DecodeOptions& options,
         const wire::MpaParseResult first = wire::parse_mpa_frame(stream, std::nullopt, true);
         if (first.status != wire::MpaParseStatus::complete) {
             const auto what = wire::to_string(first.status);
-            put_line(out, strprintf("error: at=0: MPA startup frame: %.*s", static_cast<int>(what.size()), what.data()));
+            put_line(out,
+                     strprintf("error: at=0: MPA startup frame: %.*s", static_cast<int>(what.size()), what.data()));
             if (auto code = wire::terminate_code(first.status))
                 put_terminate(out, *code);
             return decode_malformed;

@@ -211,7 +211,9 @@ TEST_P(FpduVector, ReencodesToSameOctets)
         break;
     }
     ASSERT_GE(seg->body.size(), body);
-    std::copy(seg->body.begin() + static_cast<ptrdiff_t>(body), seg->body.end(), rest.begin() + static_cast<ptrdiff_t>(body));
+    // Payload octets after the RDMAP header are carried unchanged.
+    const auto skip = static_cast<ptrdiff_t>(body);
+    std::copy(seg->body.begin() + skip, seg->body.end(), rest.begin() + skip);
     EXPECT_EQ(std::vector<uint8_t>(ulpdu.begin(), ulpdu.end()), out);
     EXPECT_EQ(frame(out), fpdu) << v.id << ": CRC or PAD differs";
 }

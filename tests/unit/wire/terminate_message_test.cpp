@@ -248,7 +248,8 @@ TEST(TerminateBuilder, RoundTripsThroughTheDecoder)
                                          static_cast<uint8_t>(c)};
                 if (!terminate_code_defined(code))
                     continue;
-                for (std::span<const uint8_t> seg : {std::span<const uint8_t>(read_request), std::span<const uint8_t>(write)}) {
+                using Seg = std::span<const uint8_t>;
+                for (Seg seg : {Seg(read_request), Seg(write)}) {
                     uint8_t out[terminate_ulpdu_max_size];
                     const size_t n = build_terminate_ulpdu({code, seg, static_cast<uint16_t>(seg.size())}, 1, out);
                     ASSERT_GE(n, terminate_ulpdu_min_size);
