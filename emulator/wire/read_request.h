@@ -46,4 +46,14 @@ constexpr size_t encode_read_request(const RdmaReadRequestHeader& h, std::span<u
     return rdma_read_request_header_size;
 }
 
+// RFC 5040 §4.8 (RDMAP-017): a Terminate for a Read that was partly served
+// echoes the Read Request header advanced past the octets already sent:
+// both Tagged Offsets move forward, the size shrinks.
+constexpr RdmaReadRequestHeader advance_read_request(const RdmaReadRequestHeader& h, uint32_t octets_sent)
+{
+    const uint32_t sent = octets_sent < h.rdma_read_message_size ? octets_sent : h.rdma_read_message_size;
+    return RdmaReadRequestHeader{h.data_sink_stag, h.data_sink_to + sent, h.rdma_read_message_size - sent,
+                                 h.data_source_stag, h.data_source_to + sent};
+}
+
 }  // namespace iwemu::wire

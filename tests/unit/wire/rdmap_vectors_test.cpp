@@ -323,3 +323,19 @@ TEST(TerminateBuilder, V_F13_TaggedBaseOrBounds)
 
 }  // namespace
 }  // namespace iwemu::wire
+
+namespace iwemu::wire {
+namespace {
+
+TEST(ReadRequest, AdvancedForAPartlyServedRead)
+{
+    const RdmaReadRequestHeader h{0xAABBCCDD, 0x2000, 4096, 0x11223344, 0x8000};
+    EXPECT_EQ(advance_read_request(h, 0), h);
+    EXPECT_EQ(advance_read_request(h, 1500), (RdmaReadRequestHeader{0xAABBCCDD, 0x25DC, 2596, 0x11223344, 0x85DC}));
+    // Never past the end of the request.
+    EXPECT_EQ(advance_read_request(h, 9999).rdma_read_message_size, 0u);
+    EXPECT_EQ(advance_read_request(h, 9999).data_source_to, 0x9000u);
+}
+
+}  // namespace
+}  // namespace iwemu::wire
