@@ -53,8 +53,10 @@ struct Deferred {
     std::vector<uint64_t> stop_listeners;
     std::vector<uint64_t> abort_connections;   // established: abortive close, then retire
     std::vector<uint64_t> reject_connections;  // never-accepted requests
+    std::vector<uint64_t> retire_connections;  // closing gracefully already: just forget
     void run() {
         for (auto id : stop_listeners) ucma_cm_stop_listening(id);
+        for (auto id : retire_connections) ucma_cm_destroy(id);
         for (auto id : reject_connections) {
             ucma_cm_reject(id, {});
             ucma_cm_destroy(id);
@@ -70,6 +72,7 @@ struct Deferred {
 // Returns its events_reported.  ucma_lock() held.
 uint32_t destroy_id_locked(UcmaId& id, Deferred& later) {
     uint32_t reported = id.events_reported;
+    const CmIdState was = id.state;
     id.state = CmIdState::destroying;
     // Queued events go with the id; a queued CONNECT_REQUEST takes its
     // never-seen child along (the kernel rejects such requests).
@@ -86,8 +89,12 @@ uint32_t destroy_id_locked(UcmaId& id, Deferred& later) {
     if (id.cm_listener) later.stop_listeners.push_back(id.cm_listener);
     if (id.cm_connection) {
         ucma_conn_unbind(id.cm_connection);
+        // iw_destroy_cm_id: a request nobody answered is refused, a live
+        // connection aborted, a graceful close left to finish.
         if (id.is_child && id.uid == 0)
             later.reject_connections.push_back(id.cm_connection);
+        else if (was == CmIdState::disconnect)
+            later.retire_connections.push_back(id.cm_connection);
         else
             later.abort_connections.push_back(id.cm_connection);
     }

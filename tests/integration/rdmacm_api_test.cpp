@@ -6,7 +6,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <thread>
 
 #include <cerrno>
 #include <chrono>
@@ -305,6 +310,77 @@ void test_connect_reject_accept() {
     rdma_destroy_event_channel(srv.ch);
 }
 
+
+// GET_EVENT blocks in write() without holding up other commands on the same
+// fd (rping's CM thread), wakes for an event queued by another thread, and
+// returns EINTR for a signal whose handler has no SA_RESTART (qperf, perftest -D).
+void test_blocking_get_event() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    rdma_cm_id* id = nullptr;
+    CHECK(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    std::atomic<int> got{-1};
+    std::thread waiter([&] {
+        rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(ch, &ev) == 0) {
+            got = ev->event;
+            rdma_ack_cm_event(ev);
+        } else {
+            got = 1000 + errno;
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(got == -1);  // still blocked
+    sockaddr_in dst = loopback(9);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    waiter.join();
+    CHECK(got == RDMA_CM_EVENT_ADDR_RESOLVED);
+
+    struct sigaction sa {}, old {};
+    sa.sa_handler = [](int) {};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART
+    sigaction(SIGUSR1, &sa, &old);
+    got = -1;
+    std::thread sleeper([&] {
+        rdma_cm_event* ev = nullptr;
+        got = rdma_get_cm_event(ch, &ev) == 0 ? 0 : errno;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pthread_kill(sleeper.native_handle(), SIGUSR1);
+    sleeper.join();
+    sigaction(SIGUSR1, &old, nullptr);
+    CHECK(got == EINTR);
+    CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(ch);
+}
+
+// epoll sees the rdma_cm fd readable exactly while an event is queued, and
+// DESTROY_ID drops the id's queued events (events_reported counts only
+// delivered ones, so rdma_destroy_id does not wait for an ack that never comes).
+void test_epoll_and_destroy_with_queued_event() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(ep >= 0);
+    epoll_event want{};
+    want.events = EPOLLIN;
+    CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &want) == 0);
+    epoll_event got{};
+    CHECK(epoll_wait(ep, &got, 1, 0) == 0);
+    rdma_cm_id* id = nullptr;
+    CHECK(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in dst = loopback(9);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    CHECK(epoll_wait(ep, &got, 1, 1000) == 1 && (got.events & EPOLLIN));
+    auto start = std::chrono::steady_clock::now();
+    CHECK(rdma_destroy_id(id) == 0);  // ADDR_RESOLVED never fetched
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+    CHECK(epoll_wait(ep, &got, 1, 0) == 0);  // the event went with the id
+    close(ep);
+    rdma_destroy_event_channel(ch);
+}
+
 }  // namespace
 
 int main() {
@@ -316,6 +392,8 @@ int main() {
         {"bind_rules", test_bind_rules},
         {"readiness_and_qp_attrs", test_readiness_and_qp_attrs},
         {"connect_reject_accept", test_connect_reject_accept},
+        {"blocking_get_event", test_blocking_get_event},
+        {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
     };
     for (auto& t : tests) {
         int before = failures;

@@ -4,7 +4,7 @@
 find_library(RDMACM_LIBRARY rdmacm REQUIRED)
 
 add_executable(rdmacm_api_test ${CMAKE_CURRENT_LIST_DIR}/rdmacm_api_test.cpp)
-target_link_libraries(rdmacm_api_test PRIVATE ${RDMACM_LIBRARY} ${IBVERBS_LIBRARY})
+target_link_libraries(rdmacm_api_test PRIVATE ${RDMACM_LIBRARY} ${IBVERBS_LIBRARY} Threads::Threads)
 add_dependencies(rdmacm_api_test iwemu_run iwemu_shim iwemu_provider)
 
 set(RDMACM_HERE ${CMAKE_CURRENT_LIST_DIR})
