@@ -26,13 +26,14 @@ int g_failures = 0;
         }                                                                                   \
     } while (0)
 
-#define REQUIRE(cond)                                      \
-    do {                                                   \
-        CHECK(cond);                                       \
-        if (!(cond)) {                                     \
-            std::fprintf(stderr, "cannot continue\n");     \
-            std::exit(1);                                  \
-        }                                                  \
+#define REQUIRE(cond)                                  \
+    do {                                               \
+        const bool ok_ = static_cast<bool>(cond);      \
+        CHECK(ok_ && #cond);                           \
+        if (!ok_) {                                    \
+            std::fprintf(stderr, "cannot continue\n"); \
+            std::exit(1);                              \
+        }                                              \
     } while (0)
 
 bool readable(int fd, int timeout_ms)

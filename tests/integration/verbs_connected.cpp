@@ -1,0 +1,271 @@
+// Two RC QPs in one process, connected through librdmacm over loopback
+// (both ends in this process, on separate event channels and contexts),
+// then the data verbs through the iwemu provider: SEND/RECV with two SGEs,
+// inline SEND, RDMA WRITE, RDMA READ, an unsignalled WR retired by a later
+// signalled one, completions awaited through completion channels, and the
+// WR fields (opcode, remote address, rkey, byte_len, wr_id) checked end to
+// end.  Then disconnect and destroy.  Every wait is bounded.
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+int g_failures = 0;
+
+#define CHECK(cond)                                                                               \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__, __LINE__,   \
+                         #cond, errno, std::strerror(errno));                                     \
+            ++g_failures;                                                                         \
+        }                                                                                         \
+    } while (0)
+
+#define REQUIRE(cond)                                  \
+    do {                                               \
+        const bool ok_ = static_cast<bool>(cond);      \
+        CHECK(ok_ && #cond);                           \
+        if (!ok_) {                                    \
+            std::fprintf(stderr, "cannot continue\n"); \
+            std::exit(1);                              \
+        }                                              \
+    } while (0)
+
+constexpr int kTimeoutMs = 5000;
+constexpr size_t kBuf = 1 << 16;
+
+// Waits for one CM event of the expected type on a channel.
+rdma_cm_id* expect_event(rdma_event_channel* ch, rdma_cm_event_type type)
+{
+    pollfd p{ch->fd, POLLIN, 0};
+    if (poll(&p, 1, kTimeoutMs) != 1) {
+        std::fprintf(stderr, "timeout waiting for %s\n", rdma_event_str(type));
+        return nullptr;
+    }
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
+    rdma_cm_id* id = ev->id;
+    bool ok = ev->event == type && ev->status == 0;
+    if (!ok)
+        std::fprintf(stderr, "got %s (status %d), wanted %s\n", rdma_event_str(ev->event), ev->status,
+                     rdma_event_str(type));
+    rdma_ack_cm_event(ev);
+    return ok ? id : nullptr;
+}
+
+struct Side {
+    rdma_cm_id* id = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_comp_channel* ch = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_mr* mr = nullptr;
+    std::vector<char> buf = std::vector<char>(kBuf);
+};
+
+void setup(Side& s, rdma_cm_id* id)
+{
+    s.id = id;
+    REQUIRE(id->verbs);
+    s.pd = ibv_alloc_pd(id->verbs);
+    REQUIRE(s.pd);
+    s.ch = ibv_create_comp_channel(id->verbs);
+    REQUIRE(s.ch);
+    s.cq = ibv_create_cq(id->verbs, 64, &s, s.ch, 0);
+    REQUIRE(s.cq);
+    CHECK(ibv_req_notify_cq(s.cq, 0) == 0);
+    s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    REQUIRE(s.mr);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = s.cq;
+    ia.recv_cq = s.cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = {16, 16, 2, 2, 64};
+    REQUIRE(rdma_create_qp(id, s.pd, &ia) == 0);
+    CHECK(ia.cap.max_inline_data >= 64);
+}
+
+// Next completion, waiting on the completion channel when the CQ is empty.
+bool next_wc(Side& s, ibv_wc* wc)
+{
+    for (int rounds = 0; rounds < 3; ++rounds) {
+        int n = ibv_poll_cq(s.cq, 1, wc);
+        if (n < 0) return false;
+        if (n == 1) return true;
+        pollfd p{s.ch->fd, POLLIN, 0};
+        if (poll(&p, 1, kTimeoutMs) != 1) break;
+        ibv_cq* cq = nullptr;
+        void* ctx = nullptr;
+        if (ibv_get_cq_event(s.ch, &cq, &ctx) != 0) return false;
+        CHECK(cq == s.cq && ctx == &s);
+        ibv_ack_cq_events(cq, 1);
+        CHECK(ibv_req_notify_cq(s.cq, 0) == 0);
+    }
+    int n = ibv_poll_cq(s.cq, 1, wc);
+    if (n != 1) std::fprintf(stderr, "no completion within %d ms\n", kTimeoutMs);
+    return n == 1;
+}
+
+void post_recv(Side& s, uint64_t wr_id, size_t offset, uint32_t len)
+{
+    ibv_sge sge[2] = {{reinterpret_cast<uintptr_t>(s.buf.data() + offset), len / 2, s.mr->lkey},
+                      {reinterpret_cast<uintptr_t>(s.buf.data() + offset + len / 2), len - len / 2, s.mr->lkey}};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = sge;
+    wr.num_sge = 2;
+    ibv_recv_wr* bad = nullptr;
+    CHECK(ibv_post_recv(s.id->qp, &wr, &bad) == 0);
+}
+
+int post_send(Side& s, uint64_t wr_id, ibv_wr_opcode op, size_t offset, uint32_t len, int flags,
+              uint64_t remote = 0, uint32_t rkey = 0)
+{
+    ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf.data() + offset), len, s.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = flags;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(s.id->qp, &wr, &bad);
+}
+
+}  // namespace
+
+int main()
+{
+    rdma_event_channel* ech_s = rdma_create_event_channel();
+    rdma_event_channel* ech_c = rdma_create_event_channel();
+    REQUIRE(ech_s && ech_c);
+
+    // Listener on an ephemeral loopback port.
+    rdma_cm_id* listen_id = nullptr;
+    REQUIRE(rdma_create_id(ech_s, &listen_id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(rdma_bind_addr(listen_id, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    REQUIRE(rdma_listen(listen_id, 4) == 0);
+    addr.sin_port = rdma_get_src_port(listen_id);
+    REQUIRE(addr.sin_port != 0);
+
+    // Active side: resolve, then its QP.
+    Side c, s;
+    rdma_cm_id* cid = nullptr;
+    REQUIRE(rdma_create_id(ech_c, &cid, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) == 0);
+    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ADDR_RESOLVED));
+    REQUIRE(rdma_resolve_route(cid, 2000) == 0);
+    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    setup(c, cid);
+    post_recv(c, 1001, 0, 256);  // receives posted before the connection exists
+    rdma_conn_param cp{};
+    cp.responder_resources = 1;
+    cp.initiator_depth = 1;
+    REQUIRE(rdma_connect(cid, &cp) == 0);
+
+    // Passive side.
+    rdma_cm_id* sid = expect_event(ech_s, RDMA_CM_EVENT_CONNECT_REQUEST);
+    REQUIRE(sid);
+    setup(s, sid);
+    post_recv(s, 2001, 0, 256);
+    REQUIRE(rdma_accept(sid, &cp) == 0);
+    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ESTABLISHED));
+    REQUIRE(expect_event(ech_s, RDMA_CM_EVENT_ESTABLISHED));
+
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    CHECK(ibv_query_qp(c.id->qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_RTS);
+
+    // 1. SEND client -> server into a two-SGE receive.
+    std::memset(c.buf.data() + 1024, 'S', 200);
+    CHECK(post_send(c, 11, IBV_WR_SEND, 1024, 200, IBV_SEND_SIGNALED) == 0);
+    ibv_wc wc{};
+    CHECK(next_wc(c, &wc) && wc.wr_id == 11 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND);
+    CHECK(next_wc(s, &wc) && wc.wr_id == 2001 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+          wc.byte_len == 200 && wc.qp_num == s.id->qp->qp_num);
+    CHECK(std::memcmp(s.buf.data(), c.buf.data() + 1024, 200) == 0);
+
+    // 2. Inline SEND server -> client (the source may change right after posting).
+    std::memset(s.buf.data() + 4096, 'I', 48);
+    CHECK(post_send(s, 21, IBV_WR_SEND, 4096, 48, IBV_SEND_SIGNALED | IBV_SEND_INLINE) == 0);
+    std::memset(s.buf.data() + 4096, 'x', 48);
+    CHECK(next_wc(s, &wc) && wc.wr_id == 21 && wc.status == IBV_WC_SUCCESS);
+    CHECK(next_wc(c, &wc) && wc.wr_id == 1001 && wc.byte_len == 48 && wc.status == IBV_WC_SUCCESS);
+    CHECK(c.buf[0] == 'I' && c.buf[47] == 'I');
+
+    // 3. RDMA WRITE client -> server (unsignalled), then a signalled one:
+    //    completing the second retires the first.
+    std::memset(c.buf.data() + 8192, 'W', 8192);
+    const uint64_t s_base = reinterpret_cast<uintptr_t>(s.buf.data());
+    CHECK(post_send(c, 31, IBV_WR_RDMA_WRITE, 8192, 4096, 0, s_base + 16384, s.mr->rkey) == 0);
+    CHECK(post_send(c, 32, IBV_WR_RDMA_WRITE, 12288, 4096, IBV_SEND_SIGNALED, s_base + 20480, s.mr->rkey) == 0);
+    CHECK(next_wc(c, &wc) && wc.wr_id == 32 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE);
+    // A local Write completion says nothing about remote placement; a Send
+    // behind the Writes does (RDMAP delivers it after their placement).
+    post_recv(s, 2002, 0, 256);
+    CHECK(post_send(c, 33, IBV_WR_SEND, 1024, 8, IBV_SEND_SIGNALED) == 0);
+    CHECK(next_wc(c, &wc) && wc.wr_id == 33 && wc.status == IBV_WC_SUCCESS);
+    CHECK(next_wc(s, &wc) && wc.wr_id == 2002 && wc.status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(s.buf.data() + 16384, c.buf.data() + 8192, 8192) == 0);
+
+    // 4. RDMA READ: the client reads what it wrote back into another place.
+    CHECK(post_send(c, 41, IBV_WR_RDMA_READ, 32768, 8192, IBV_SEND_SIGNALED, s_base + 16384, s.mr->rkey) == 0);
+    CHECK(next_wc(c, &wc) && wc.wr_id == 41 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ &&
+          wc.byte_len == 8192);
+    CHECK(std::memcmp(c.buf.data() + 32768, c.buf.data() + 8192, 8192) == 0);
+
+    // 5. A WRITE with a wrong rkey: nothing is placed, the responder sends a
+    //    Terminate and both QPs end in ERROR (the WRITE itself may already
+    //    have completed locally: iWARP Writes are unacknowledged).  A later
+    //    WR is flushed.
+    std::memset(s.buf.data() + 40960, 0, 64);
+    std::memset(c.buf.data(), 'B', 64);
+    CHECK(post_send(c, 51, IBV_WR_RDMA_WRITE, 0, 64, IBV_SEND_SIGNALED, s_base + 40960, s.mr->rkey ^ 0x5a5a00) == 0);
+    CHECK(next_wc(c, &wc) && wc.wr_id == 51);
+    bool flushed = false;
+    for (int i = 0; i < 50 && !flushed; ++i) {
+        if (post_send(c, 52, IBV_WR_SEND, 0, 8, IBV_SEND_SIGNALED) != 0) break;
+        flushed = next_wc(c, &wc) && wc.wr_id == 52 && wc.status != IBV_WC_SUCCESS;
+        if (!flushed) poll(nullptr, 0, 20);
+    }
+    CHECK(flushed);
+    CHECK(ibv_query_qp(c.id->qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR);
+    static const char zeros[64] = {};
+    CHECK(std::memcmp(s.buf.data() + 40960, zeros, 64) == 0);
+
+    // Teardown.
+    rdma_disconnect(c.id);
+    CHECK(expect_event(ech_c, RDMA_CM_EVENT_DISCONNECTED) != nullptr);
+    CHECK(expect_event(ech_s, RDMA_CM_EVENT_DISCONNECTED) != nullptr);
+    for (Side* side : {&c, &s}) {
+        rdma_destroy_qp(side->id);
+        CHECK(ibv_dereg_mr(side->mr) == 0);
+        CHECK(ibv_destroy_cq(side->cq) == 0);
+        CHECK(ibv_destroy_comp_channel(side->ch) == 0);
+        CHECK(ibv_dealloc_pd(side->pd) == 0);
+        CHECK(rdma_destroy_id(side->id) == 0);
+    }
+    CHECK(rdma_destroy_id(listen_id) == 0);
+    rdma_destroy_event_channel(ech_c);
+    rdma_destroy_event_channel(ech_s);
+
+    if (g_failures) {
+        std::fprintf(stderr, "verbs_connected: %d check(s) failed\n", g_failures);
+        return 1;
+    }
+    std::printf("verbs_connected: all checks passed\n");
+    return 0;
+}
