@@ -91,10 +91,16 @@ public:
             ulpdu_length_ = rx_.ulpdu_length();
         }
         if (header_) {
+            // The receiver reports a marker disagreement only for an FPDU
+            // whose CRC was good (RFC 5044 §8, MPA-031).
+            const bool marker_error = error.code == wire::TerminateCode{wire::TerminateLayer::llp, wire::etype::llp_mpa,
+                                                                        wire::ecode::mpa_marker_and_ulpdu_length_disagree};
             const std::string crc =
-                crc_error ? strprintf("bad (received 0x%08x, computed 0x%08x)", rx_.last_crc_received(),
-                                      rx_.last_crc_computed())
-                          : std::string(crc_ ? "unchecked" : "off");
+                crc_error      ? strprintf("bad (received 0x%08x, computed 0x%08x)", rx_.last_crc_received(),
+                                           rx_.last_crc_computed())
+                : !crc_        ? std::string("off")
+                : marker_error ? std::string("good")
+                               : std::string("unchecked");
             print_fpdu(crc, rx_.stream_offset());
         }
         put_line(out_, strprintf("error: at=%zu seq=%u: %.*s", stream_index(fpdu_start_), fpdu_start_,

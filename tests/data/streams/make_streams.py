@@ -104,6 +104,14 @@ def synthesize():
     # --markers on --offset 500): a marker 12 octets into the FPDU.
     write("synth_vm3_offset500.bin", h("00 1d 41 43 00 00 00 00 00 00 00 00 00 00 00 0c 00 00 00 01 00 00 00 00"
                                        "68 65 6c 6c 6f 20 69 57 41 52 50 00 77 f2 17 c8"))
+    # V-M3 with FPDUPTR 16 instead of 12, CRC recomputed over the changed
+    # marker: MPA error 3, Marker and ULPDU_Length disagree (LLP/MPA/0x03).
+    vm3 = bytearray(h("00 1d 41 43 00 00 00 00 00 00 00 00 00 00 00 0c 00 00 00 01 00 00 00 00"
+                      "68 65 6c 6c 6f 20 69 57 41 52 50 00 77 f2 17 c8"))
+    assert crc32c(vm3[:36]).to_bytes(4, "little") == vm3[36:]
+    vm3[15] = 0x10
+    vm3[36:] = crc32c(vm3[:36]).to_bytes(4, "little")
+    write("synth_marker_mismatch.bin", bytes(vm3))
     # Mid-connection start: V-F1, V-F3, V-F2 without any startup frame.
     write("synth_fpdus_only.bin", V_F1 + V_F3 + V_F2)
 
