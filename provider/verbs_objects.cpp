@@ -175,7 +175,12 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
 {
     auto* mr = static_cast<Mr*>(calloc(1, sizeof(Mr)));
     if (!mr) return fail<ibv_mr>(ENOMEM);
-    if (int err = emu().reg_mr(to_pd(ibpd)->emu, addr, length, hca_va, static_cast<uint32_t>(access), &mr->emu)) {
+    // The kernel (ib_core) accepts REMOTE_ATOMIC on any device as long as
+    // LOCAL_WRITE is set, and qperf always asks for it; with atomic_cap NONE
+    // the right can never be exercised, so the emulator does not see it.
+    uint32_t emu_access = static_cast<uint32_t>(access);
+    if ((emu_access & access_remote_atomic) && (emu_access & access_local_write)) emu_access &= ~access_remote_atomic;
+    if (int err = emu().reg_mr(to_pd(ibpd)->emu, addr, length, hca_va, emu_access, &mr->emu)) {
         free(mr);
         return fail<ibv_mr>(err);
     }

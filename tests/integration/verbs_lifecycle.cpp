@@ -151,6 +151,10 @@ int main()
     errno = 0;
     CHECK(ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_WRITE) == nullptr);  // needs LOCAL_WRITE
     CHECK(ibv_dealloc_pd(pd) == EBUSY);  // MR still in it
+    // qperf always asks for REMOTE_ATOMIC; ib_core accepts it on any device.
+    ibv_mr* mr_atomic = ibv_reg_mr(pd, buf.data(), 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+    CHECK(mr_atomic != nullptr);
+    if (mr_atomic) CHECK(ibv_dereg_mr(mr_atomic) == 0);
 
     // ---- completion channel + CQs ----
     ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
