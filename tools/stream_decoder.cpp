@@ -93,8 +93,9 @@ public:
         if (header_) {
             // The receiver reports a marker disagreement only for an FPDU
             // whose CRC was good (RFC 5044 §8, MPA-031).
-            const bool marker_error = error.code == wire::TerminateCode{wire::TerminateLayer::llp, wire::etype::llp_mpa,
-                                                                        wire::ecode::mpa_marker_and_ulpdu_length_disagree};
+            constexpr wire::TerminateCode marker_disagree{wire::TerminateLayer::llp, wire::etype::llp_mpa,
+                                                          wire::ecode::mpa_marker_and_ulpdu_length_disagree};
+            const bool marker_error = error.code == marker_disagree;
             const std::string crc =
                 crc_error      ? strprintf("bad (received 0x%08x, computed 0x%08x)", rx_.last_crc_received(),
                                            rx_.last_crc_computed())
