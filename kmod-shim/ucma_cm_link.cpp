@@ -1,6 +1,9 @@
 #include "kmod-shim/ucma_cm_link.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <new>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -36,9 +39,19 @@ cm::CmSettings settings_from(const Emulator& emu) {
     return s;
 }
 
+std::mutex cm_create_lock;
+std::atomic<cm::ConnectionManager*> cm_current{nullptr};
+
 cm::ConnectionManager& cm_instance() {
-    // Leaked on purpose (see ucma_cm_link.h).
-    static cm::ConnectionManager* cm = new cm::ConnectionManager(settings_from(Emulator::instance()));
+    cm::ConnectionManager* cm = cm_current.load(std::memory_order_acquire);
+    if (cm) return *cm;
+    std::lock_guard lock(cm_create_lock);
+    cm = cm_current.load(std::memory_order_relaxed);
+    if (!cm) {
+        // Leaked on purpose (see ucma_cm_link.h).
+        cm = new cm::ConnectionManager(settings_from(Emulator::instance()));
+        cm_current.store(cm, std::memory_order_release);
+    }
     return *cm;
 }
 
@@ -143,6 +156,14 @@ void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
 }
 
 }  // namespace
+
+void ucma_cm_forget_after_fork() {
+    // The parent's CM (and its thread, absent here) is left alone: its
+    // sockets are the parent's connections.  The lock may have been held by
+    // a parent thread at fork time.
+    new (&cm_create_lock) std::mutex;
+    cm_current.store(nullptr, std::memory_order_release);
+}
 
 uint8_t ucma_device_max_rd_atom() {
     uint32_t v = Emulator::instance().device_attributes().max_qp_rd_atom;

@@ -25,6 +25,10 @@ int ucma_cm_reject(cm::ConnectionId id, std::span<const uint8_t> private_data);
 int ucma_cm_disconnect(cm::ConnectionId id, cm::DisconnectMode mode);
 void ucma_cm_destroy(cm::ConnectionId id);
 
+// fork(): the child gets a CM of its own on next use (the parent's CM
+// thread does not exist there).  Called in the child, single-threaded.
+void ucma_cm_forget_after_fork();
+
 // How a negotiated connection reaches the QP numbered qp_num (24 bits, any
 // ibv_context of the process).  0, or -EINVAL when no such QP exists.
 int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint);

@@ -1,6 +1,7 @@
 // The ucma_device.h contract: open rdma_cm files by fd number.
 #include "kmod-shim/ucma_device.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include "emulator/log.h"
 #include "kmod-shim/ucma_abi.h"
+#include "kmod-shim/ucma_cm_link.h"
 #include "kmod-shim/ucma_commands.h"
 #include "kmod-shim/ucma_events.h"
 #include "kmod-shim/ucma_ids.h"
@@ -41,6 +43,26 @@ const char* command_name(const void* buf, size_t len) {
     return cmd < abi::cmd_count ? names[cmd] : "(bad command)";
 }
 
+// fork(): librdmacm state in the child is the parent's copy, but the
+// connections, the CM thread and the ids' kernel objects stay with the
+// parent (an in-process emulator cannot share them as the kernel shares a
+// file).  The child keeps its inherited rdma_cm fds, empty: new ids work,
+// inherited ones answer ENOENT.  ucma_lock() is held across fork() so the
+// child never inherits it locked.
+void fork_prepare() { ucma_lock().lock(); }
+void fork_parent() { ucma_lock().unlock(); }
+void fork_child() {
+    ucma_lock().unlock();
+    ucma_forget_all_ids();
+    for (auto& [fd, file] : files()) file->events.clear();
+    ucma_cm_forget_after_fork();
+}
+
+void register_fork_handlers() {
+    static std::once_flag once;
+    std::call_once(once, [] { pthread_atfork(fork_prepare, fork_parent, fork_child); });
+}
+
 void mark(int fd, bool owned) {
     if (fd >= 0 && fd < fast_fds) owned_fast[fd].store(owned, std::memory_order_release);
 }
@@ -54,6 +76,7 @@ std::shared_ptr<UcmaFile> ucma_file_by_fd(int fd) {
 }
 
 int ucma_open(int open_flags) {
+    register_fork_handlers();
     auto file = ucma_file_create(open_flags);
     if (!file) return -1;
     std::lock_guard lock(ucma_lock());

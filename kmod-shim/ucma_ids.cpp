@@ -120,6 +120,13 @@ uint32_t ucma_conn_find(uint64_t connection) {
 
 void ucma_conn_unbind(uint64_t connection) { conn_table().erase(connection); }
 
+void ucma_forget_all_ids() {
+    for (auto& [handle, id] : ucma_id_table())
+        if (id->port_fd >= 0) ::close(id->port_fd);  // the child's copies of the reservations
+    ucma_id_table().clear();
+    conn_table().clear();
+}
+
 bool ucma_id_set_state(UcmaId& id, CmIdState to) {
     if (!cm_id_transition_allowed(id.state, to)) return false;
     id.state = to;

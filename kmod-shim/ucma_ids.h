@@ -94,6 +94,9 @@ uint32_t ucma_conn_find(uint64_t connection);  // 0xFFFFFFFF if unknown
 void ucma_conn_unbind(uint64_t connection);
 inline constexpr uint32_t no_handle = 0xFFFFFFFF;
 
+// Drops every id and connection mapping without touching the CM (fork child).
+void ucma_forget_all_ids();
+
 // Moves an id to `to` with a check against the transition table; returns
 // false (state unchanged) when the table forbids it.
 bool ucma_id_set_state(UcmaId& id, CmIdState to);

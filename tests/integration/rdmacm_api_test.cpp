@@ -8,6 +8,7 @@
 #include <rdma/rdma_cma.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -381,6 +382,51 @@ void test_epoll_and_destroy_with_queued_event() {
     rdma_destroy_event_channel(ch);
 }
 
+// fork(): a child of a process whose rdma_cm is in use (listener up, CM
+// thread running) opens its own channel and connects to the parent, which
+// rejects; both sides see their events (qperf's server forks per test).
+void test_fork_child_connects_to_parent() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    set_nonblocking(ch);
+    rdma_cm_id* listener = nullptr;
+    CHECK(rdma_create_id(ch, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    CHECK(rdma_listen(listener, 1) == 0);
+    uint16_t port = ntohs(rdma_get_src_port(listener));
+    fflush(nullptr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        Side cli;
+        cli.ch = rdma_create_event_channel();
+        if (!cli.ch) _exit(2);
+        set_nonblocking(cli.ch);
+        if (!client_ready(cli, port)) _exit(3);
+        rdma_conn_param cp{};
+        cp.responder_resources = cp.initiator_depth = 1;
+        if (rdma_connect(cli.id, &cp) != 0) _exit(4);
+        rdma_cm_event* ev = expect(cli.ch, RDMA_CM_EVENT_REJECTED);
+        if (!ev) _exit(5);
+        _exit(ev->status == -ECONNREFUSED ? 0 : 6);
+    }
+    rdma_cm_event* ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    if (ev) {
+        rdma_cm_id* child = ev->id;
+        rdma_ack_cm_event(ev);
+        rdma_reject(child, nullptr, 0);
+        rdma_destroy_id(child);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    CHECK(ev != nullptr);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    rdma_destroy_id(listener);
+    rdma_destroy_event_channel(ch);
+}
+
 }  // namespace
 
 int main() {
@@ -394,6 +440,7 @@ int main() {
         {"connect_reject_accept", test_connect_reject_accept},
         {"blocking_get_event", test_blocking_get_event},
         {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
+        {"fork_child_connects_to_parent", test_fork_child_connects_to_parent},
     };
     for (auto& t : tests) {
         int before = failures;
