@@ -469,9 +469,17 @@ void to_emu_attr(const ibv_qp_attr& a, QpAttr* out)
 
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
 {
+    QueuePair* qp = to_qp(ibqp)->emu;
+    // librdmacm's rdma_disconnect moves an iWARP QP to SQD first and gives
+    // up if that fails; after the peer closed or a Terminate the QP is
+    // already in ERROR/SQE.  Like kernel siw, accept the request as a no-op
+    // there (kernel-surface.md §7.3 item 28).
+    if ((mask & IBV_QP_STATE) && mask == IBV_QP_STATE && attr->qp_state == IBV_QPS_SQD &&
+        (qp->state() == QpState::err || qp->state() == QpState::sqe))
+        return 0;
     QpAttr a;
     to_emu_attr(*attr, &a);
-    return to_qp(ibqp)->emu->modify(a, static_cast<uint32_t>(mask));
+    return qp->modify(a, static_cast<uint32_t>(mask));
 }
 
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init)
