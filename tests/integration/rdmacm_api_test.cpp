@@ -427,9 +427,40 @@ void test_fork_child_connects_to_parent() {
     rdma_destroy_event_channel(ch);
 }
 
+// A TCP peer that never answers the MPA Request: the connect attempt ends
+// in UNREACHABLE with -ETIMEDOUT (iw_cm's CONNECT_REPLY -ETIMEDOUT), after
+// the startup timeout (IWEMU_MPA_TIMEOUT_MS, set short in main()).
+void test_silent_peer_unreachable() {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(lfd >= 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    CHECK(listen(lfd, 4) == 0);  // the kernel completes the handshake; nobody speaks MPA
+    socklen_t len = sizeof addr;
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+    Side cli;
+    cli.ch = rdma_create_event_channel();
+    CHECK(cli.ch);
+    set_nonblocking(cli.ch);
+    CHECK(client_ready(cli, ntohs(addr.sin_port)));
+    rdma_conn_param cp{};
+    cp.responder_resources = cp.initiator_depth = 1;
+    auto start = std::chrono::steady_clock::now();
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    rdma_cm_event* ev = expect(cli.ch, RDMA_CM_EVENT_UNREACHABLE);
+    CHECK(ev);
+    CHECK(ev->status == -ETIMEDOUT);
+    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(1000));
+    rdma_ack_cm_event(ev);
+    destroy_side(cli);
+    rdma_destroy_event_channel(cli.ch);
+    close(lfd);
+}
+
 }  // namespace
 
 int main() {
+    setenv("IWEMU_MPA_TIMEOUT_MS", "1500", 0);  // before the emulator reads its settings
     struct {
         const char* name;
         void (*fn)();
@@ -441,6 +472,7 @@ int main() {
         {"blocking_get_event", test_blocking_get_event},
         {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
         {"fork_child_connects_to_parent", test_fork_child_connects_to_parent},
+        {"silent_peer_unreachable", test_silent_peer_unreachable},
     };
     for (auto& t : tests) {
         int before = failures;
