@@ -222,6 +222,8 @@ void QueuePair::rx_locked()
             }
         }
         if (k == 0) {
+            IWEMU_LOG(debug, "qp %u: EOF (need state %d max %u, pos %zu end %zu)", qp_num_,
+                      static_cast<int>(rx_.next_need().state), rx_.next_need().max_octets, rx_pos_, rx_end_);
             rx_connection_lost(0);
             return;
         }

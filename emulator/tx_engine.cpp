@@ -282,7 +282,15 @@ bool QueuePair::tx_build_read_response_segment_locked()
 
 bool QueuePair::tx_build_next_locked()
 {
-    if (!tx_gate_open_ || tx_stopped_ || terminate_in_batch_) return false;
+    if (!tx_gate_open_) {
+        // Local operations need no wire: a Local Invalidate at the head runs
+        // even while a Responder still waits for the first inbound FPDU.
+        if (tx_msg_ == TxMessage::none && sq_tx_ < sq_tail_ && state_.load() == QpState::rts &&
+            sq_[sq_tx_ % sq_.size()].opcode == WrOpcode::local_inv)
+            return tx_build_sq_segment_locked(sq_[sq_tx_ % sq_.size()]);
+        return false;
+    }
+    if (tx_stopped_ || terminate_in_batch_) return false;
     if (terminate_pending_) {
         // Terminate goes out at the next FPDU boundary and is the last FPDU.
         if (!tx_build_control_locked(TxSlot::Action::terminate_sent, {terminate_ulpdu_.data(), terminate_len_}))

@@ -471,8 +471,8 @@ TEST(Datapath, GracefulDisconnectFlushesAndNotifies)
     auto ra = p.a->wait(p.a->rcq, 1);
     ASSERT_EQ(ra.size(), 1u);
     EXPECT_EQ(ra[0].status, WcStatus::wr_flush_err);
-    EXPECT_TRUE(p.a->events.has_conn(QpConnectionEvent::peer_closed));
-    EXPECT_TRUE(p.b->events.has_conn(QpConnectionEvent::peer_closed));
+    EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::peer_closed));
+    EXPECT_TRUE(p.b->events.wait_conn(QpConnectionEvent::peer_closed));
     // Posting in ERR completes at once with a flush status.
     ASSERT_EQ(p.a->post_send(WrOpcode::send, dst.data(), 8, amr, 9), 0);
     auto s = p.a->wait(p.a->scq, 1);

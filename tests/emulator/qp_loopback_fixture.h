@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -151,6 +152,20 @@ struct EventLog {
             if (e.type == t) return true;
         return false;
     }
+    bool wait_async(AsyncEventType t, std::chrono::milliseconds timeout = std::chrono::seconds(2))
+    {
+        const auto end = std::chrono::steady_clock::now() + timeout;
+        while (!has_async(t) && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return has_async(t);
+    }
+    bool wait_conn(QpConnectionEvent t, std::chrono::milliseconds timeout = std::chrono::seconds(2))
+    {
+        const auto end = std::chrono::steady_clock::now() + timeout;
+        while (!has_conn(t) && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return has_conn(t);
+    }
     bool has_conn(QpConnectionEvent t)
     {
         std::lock_guard<std::mutex> g(lock);
@@ -168,8 +183,13 @@ struct Side {
     QueuePair* qp = nullptr;
     EventLog events;
 
+    static Config with_env(Config cfg)
+    {
+        if (const char* l = std::getenv("IWEMU_LOG")) cfg.set("log", l, nullptr);
+        return cfg;
+    }
     explicit Side(const Config& cfg, QpCap cap = {256, 256, 16, 16, 256}, uint32_t cqe = 4096)
-        : emu(std::make_unique<Emulator>(cfg))
+        : emu(std::make_unique<Emulator>(with_env(cfg)))
     {
         emu->set_async_event_handler([this](const AsyncEvent& e) {
             std::lock_guard<std::mutex> g(events.lock);

@@ -1,0 +1,414 @@
+// Every DDP/RDMAP error path between two emulators: the Terminate code on
+// the wire (as the peer decoded it), both QPs in ERR, completion statuses and
+// the async events on both sides.  A raw TCP peer injects what an emulator
+// never sends (RFC 7306 opcodes, bad CRC, bad versions).
+#include "emulator/wire/fpdu.h"
+#include "emulator/wire/fpdu_receiver.h"
+#include "emulator/wire/ddp_header.h"
+#include "emulator/wire/rdmap_opcode.h"
+#include "emulator/wire/terminate_message.h"
+#include "tests/emulator/qp_loopback_fixture.h"
+
+namespace iwemu::test {
+namespace {
+
+using wire::TerminateCode;
+using wire::TerminateLayer;
+
+constexpr TerminateCode code(uint8_t layer, uint8_t etype, uint8_t ecode)
+{
+    return {static_cast<TerminateLayer>(layer), etype, ecode};
+}
+
+// `from` detected the error and sent the Terminate; `to` received it.
+void expect_terminate(Side& from, Side& to, TerminateCode c, AsyncEventType from_event, bool rdma_header = false)
+{
+    ASSERT_TRUE(from.wait_state(QpState::err));
+    ASSERT_TRUE(to.wait_state(QpState::err));
+    const auto sent = from.qp->last_terminate_sent();
+    const auto got = to.qp->last_terminate_received();
+    ASSERT_TRUE(sent.valid);
+    ASSERT_TRUE(got.valid);
+    EXPECT_EQ(sent.code, c);
+    EXPECT_EQ(got.code, c);  // decoded from the wire by the peer
+    EXPECT_EQ(got.had_rdma_header, rdma_header);
+    const auto end = std::chrono::steady_clock::now() + 2s;
+    while (std::chrono::steady_clock::now() < end &&
+           !(from.events.has_async(from_event) && to.events.has_async(AsyncEventType::qp_fatal)))
+        std::this_thread::sleep_for(1ms);
+    EXPECT_TRUE(from.events.has_async(from_event));
+    EXPECT_TRUE(to.events.has_async(AsyncEventType::qp_fatal));
+    EXPECT_TRUE(from.events.wait_conn(QpConnectionEvent::terminated));
+    EXPECT_TRUE(to.events.wait_conn(QpConnectionEvent::terminated));
+}
+
+struct Bufs {
+    std::vector<uint8_t> src = std::vector<uint8_t>(4096), dst = std::vector<uint8_t>(4096);
+    MemoryRegion* smr;
+    MemoryRegion* dmr;
+    Bufs(LoopbackPair& p, uint32_t dst_access = access_local_write | access_remote_write | access_remote_read)
+    {
+        smr = p.a->reg(src.data(), src.size());
+        dmr = p.b->reg(dst.data(), dst.size(), dst_access);
+    }
+    uint64_t daddr(size_t off = 0) { return reinterpret_cast<uint64_t>(dst.data() + off); }
+};
+
+TEST(ErrorPath, WriteInvalidStag)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 64, b.smr, 1, b.daddr(), b.dmr->rkey() ^ 0x5A), 0);
+    expect_terminate(*p.b, *p.a, code(1, 1, 0x00), AsyncEventType::qp_access_err);
+    // Later work on the requester is flushed.
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 8, b.smr, 2), 0);
+    auto s = p.a->wait(p.a->scq, 2);
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[1].status, WcStatus::wr_flush_err);
+}
+
+TEST(ErrorPath, WriteOutOfBounds)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 100, b.smr, 1, b.daddr(4000), b.dmr->rkey()), 0);
+    expect_terminate(*p.b, *p.a, code(1, 1, 0x01), AsyncEventType::qp_access_err);
+    EXPECT_EQ(b.dst[3999], 0);  // nothing placed
+}
+
+TEST(ErrorPath, WriteWithoutRemoteWriteRight)
+{
+    LoopbackPair p;
+    Bufs b(p, access_local_write | access_remote_read);
+    std::fill(b.src.begin(), b.src.end(), 0xAB);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 64, b.smr, 1, b.daddr(), b.dmr->rkey()), 0);
+    // DDP has no access-rights code: Linux siw reports an invalid STag.
+    expect_terminate(*p.b, *p.a, code(1, 1, 0x00), AsyncEventType::qp_access_err);
+    EXPECT_EQ(b.dst[0], 0);
+}
+
+TEST(ErrorPath, WriteToInvalidatedStag)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    SendWr li;
+    li.opcode = WrOpcode::local_inv;
+    li.send_flags = send_signaled;
+    li.invalidate_rkey = b.dmr->rkey();
+    size_t bad;
+    ASSERT_EQ(p.b->qp->post_send(&li, 1, &bad), 0);
+    ASSERT_EQ(p.b->wait(p.b->scq, 1).size(), 1u);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 64, b.smr, 1, b.daddr(), b.dmr->rkey()), 0);
+    expect_terminate(*p.b, *p.a, code(1, 1, 0x00), AsyncEventType::qp_access_err);
+}
+
+TEST(ErrorPath, WriteToStagOfAnotherPd)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ProtectionDomain* pd2;
+    ASSERT_EQ(p.b->emu->alloc_pd(&pd2), 0);
+    std::vector<uint8_t> other(4096);
+    MemoryRegion* omr;
+    ASSERT_EQ(p.b->emu->reg_mr(pd2, other.data(), other.size(), reinterpret_cast<uint64_t>(other.data()),
+                               access_local_write | access_remote_write, &omr),
+              0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 64, b.smr, 1,
+                             reinterpret_cast<uint64_t>(other.data()), omr->rkey()),
+              0);
+    expect_terminate(*p.b, *p.a, code(1, 1, 0x02), AsyncEventType::qp_access_err);
+}
+
+TEST(ErrorPath, SendLongerThanReceiveBuffer)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.b->post_recv(b.dst.data(), 10, b.dmr, 7), 0);
+    ASSERT_EQ(p.b->post_recv(b.dst.data(), 10, b.dmr, 8), 0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 100, b.smr, 1), 0);
+    expect_terminate(*p.b, *p.a, code(1, 2, 0x05), AsyncEventType::qp_fatal);
+    auto r = p.b->wait(p.b->rcq, 2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].wr_id, 7u);
+    EXPECT_EQ(r[0].status, WcStatus::loc_len_err);
+    EXPECT_EQ(r[1].status, WcStatus::wr_flush_err);
+}
+
+TEST(ErrorPath, SendToEmptyReceiveQueue)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 10, b.smr, 1), 0);
+    expect_terminate(*p.b, *p.a, code(1, 2, 0x02), AsyncEventType::qp_fatal);
+}
+
+TEST(ErrorPath, ReadInvalidStag)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, b.src.data(), 64, b.smr, 1, b.daddr(), b.dmr->rkey() + 1), 0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x00), AsyncEventType::qp_access_err, true);
+    auto s = p.a->wait(p.a->scq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].status, WcStatus::rem_access_err);
+}
+
+TEST(ErrorPath, ReadOutOfBounds)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, b.src.data(), 200, b.smr, 1, b.daddr(4000), b.dmr->rkey()), 0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x01), AsyncEventType::qp_access_err, true);
+}
+
+TEST(ErrorPath, ReadWithoutRemoteReadRight)
+{
+    LoopbackPair p;
+    Bufs b(p, access_local_write | access_remote_write);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, b.src.data(), 64, b.smr, 1, b.daddr(), b.dmr->rkey()), 0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x02), AsyncEventType::qp_access_err, true);
+}
+
+TEST(ErrorPath, ReadFromStagOfAnotherPd)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ProtectionDomain* pd2;
+    ASSERT_EQ(p.b->emu->alloc_pd(&pd2), 0);
+    std::vector<uint8_t> other(4096);
+    MemoryRegion* omr;
+    ASSERT_EQ(p.b->emu->reg_mr(pd2, other.data(), other.size(), reinterpret_cast<uint64_t>(other.data()),
+                               access_local_write | access_remote_read, &omr),
+              0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, b.src.data(), 64, b.smr, 1,
+                             reinterpret_cast<uint64_t>(other.data()), omr->rkey()),
+              0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x03), AsyncEventType::qp_access_err, true);
+}
+
+TEST(ErrorPath, ReadBeyondIrd)
+{
+    PairOptions o;
+    o.ird = 1;
+    o.ord = 8;
+    LoopbackPair p(o);
+    // The peer promised IRD 1, we (wrongly) keep 8 in flight: the first Read
+    // is large so the others arrive while its Response is still going out.
+    std::vector<uint8_t> big(32 << 20), sink(32 << 20);
+    auto* bmr = p.b->reg(big.data(), big.size());
+    auto* smr = p.a->reg(sink.data(), sink.size());
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, sink.data(), static_cast<uint32_t>(big.size()), smr, 1,
+                             reinterpret_cast<uint64_t>(big.data()), bmr->rkey()),
+              0);
+    for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, sink.data(), 8, smr, 2 + i, reinterpret_cast<uint64_t>(big.data()),
+                                 bmr->rkey()),
+                  0);
+    expect_terminate(*p.b, *p.a, code(1, 2, 0x02), AsyncEventType::qp_fatal);
+    auto s = p.a->wait(p.a->scq, 5);
+    ASSERT_EQ(s.size(), 5u);
+    for (auto& c : s) EXPECT_NE(c.status, WcStatus::success);
+}
+
+TEST(ErrorPath, SendWithInvalidateOfUnknownStag)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    ASSERT_EQ(p.b->post_recv(b.dst.data(), 64, b.dmr, 3), 0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::send_with_inv, b.src.data(), 8, b.smr, 1, 0, 0, send_signaled, 0x00ABCD01), 0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x09), AsyncEventType::qp_access_err);
+    auto r = p.b->wait(p.b->rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, WcStatus::rem_inv_req_err);
+}
+
+TEST(ErrorPath, Rfc7306RefusedLocally)
+{
+    LoopbackPair p;
+    Bufs b(p);
+    for (WrOpcode op : {WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add, WrOpcode::rdma_write_with_imm,
+                        WrOpcode::send_with_imm, WrOpcode::bind_mw}) {
+        EXPECT_EQ(p.a->post_send(op, b.src.data(), 8, b.smr, 1, b.daddr(), b.dmr->rkey()), EOPNOTSUPP);
+    }
+    EXPECT_EQ(p.a->qp->state(), QpState::rts);
+}
+
+// ---- a raw TCP peer ------------------------------------------------------
+
+struct RawPeer {
+    Config cfg;
+    Side side{cfg};
+    int raw = -1;
+
+    RawPeer(bool crc = true)
+    {
+        auto [fa, fb] = tcp_pair();
+        raw = fa;
+        ConnectionParams pb;
+        pb.fd = fb;
+        pb.role = ConnectionRole::responder;
+        pb.tx = pb.rx = {crc, false};
+        EXPECT_EQ(side.qp->attach_connection(pb), 0);
+        timeval tv{5, 0};
+        setsockopt(raw, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    ~RawPeer() { ::close(raw); }
+
+    uint32_t offset = 0;
+    void send_fpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload = {}, bool corrupt_crc = false)
+    {
+        uint8_t out[70000];
+        const size_t n = wire::encode_fpdu(out, header, payload, offset, {true, false});
+        ASSERT_GT(n, 0u);
+        offset += static_cast<uint32_t>(n);
+        if (corrupt_crc) out[n - 1] ^= 0x01;
+        ASSERT_EQ(::write(raw, out, n), static_cast<ssize_t>(n));
+    }
+    // Read the Terminate the QP sends back (its first FPDU).
+    wire::TerminateMessage read_terminate(std::vector<uint8_t>& keep)
+    {
+        keep.resize(256);
+        size_t got = 0;
+        while (got < 2 || got < 2 + static_cast<size_t>(keep[0] << 8 | keep[1])) {
+            ssize_t k = ::read(raw, keep.data() + got, keep.size() - got);
+            if (k <= 0) break;
+            got += static_cast<size_t>(k);
+        }
+        if (got < 2 + 18) return {};
+        const size_t len = static_cast<size_t>(keep[0] << 8 | keep[1]);
+        EXPECT_EQ(keep[2], 0x41);  // untagged, L, DV 1
+        EXPECT_EQ(keep[3], 0x47);  // RV 1, Terminate
+        return wire::decode_terminate(std::span<const uint8_t>(keep.data() + 2 + 18, len - 18));
+    }
+};
+
+std::vector<uint8_t> untagged_header(uint8_t opcode, uint32_t qn, uint32_t msn, uint8_t dv = 1, uint8_t rv = 1)
+{
+    std::vector<uint8_t> h(18);
+    wire::DdpHeader d;
+    d.control = {false, true, 0, dv};
+    d.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapControl{rv, 0, opcode});
+    d.qn = qn;
+    d.msn = msn;
+    wire::encode_ddp_header(d, h);
+    if (dv != 1) h[0] = static_cast<uint8_t>((h[0] & ~0x03) | dv);
+    return h;
+}
+
+TEST(ErrorPathRaw, ImmediateDataAnsweredWithUnexpectedOpcode)
+{
+    RawPeer p;
+    auto h = untagged_header(0x8, 0, 1);
+    uint8_t imm[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    h.insert(h.end(), imm, imm + 8);
+    p.send_fpdu(h);
+    std::vector<uint8_t> keep;
+    const auto t = p.read_terminate(keep);
+    EXPECT_EQ(t.control.code, code(0, 2, 0x06));
+    EXPECT_TRUE(t.control.d);
+    ASSERT_TRUE(p.side.wait_state(QpState::err));
+    EXPECT_TRUE(p.side.events.wait_async(AsyncEventType::qp_fatal));
+}
+
+TEST(ErrorPathRaw, AtomicRequestAnsweredWithUnexpectedOpcode)
+{
+    RawPeer p;
+    auto h = untagged_header(0xA, 1, 1);
+    h.resize(18 + 52);
+    p.send_fpdu(h);
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x06));
+}
+
+TEST(ErrorPathRaw, BadCrc)
+{
+    RawPeer p;
+    std::vector<uint8_t> dst(64);
+    auto* mr = p.side.reg(dst.data(), 64);
+    ASSERT_EQ(p.side.post_recv(dst.data(), 64, mr, 1), 0);
+    auto h = untagged_header(0x3, 0, 1);
+    const uint8_t payload[5] = {1, 2, 3, 4, 5};
+    p.send_fpdu(h, payload, true);
+    std::vector<uint8_t> keep;
+    const auto t = p.read_terminate(keep);
+    EXPECT_EQ(t.control.code, code(2, 0, 0x02));
+    EXPECT_FALSE(t.control.d);  // LLP errors carry no headers
+    auto r = p.side.wait(p.side.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_NE(r[0].status, WcStatus::success);
+}
+
+TEST(ErrorPathRaw, InvalidRdmapVersion)
+{
+    RawPeer p;
+    p.send_fpdu(untagged_header(0x3, 0, 1, 1, 2));
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x05));
+}
+
+TEST(ErrorPathRaw, InvalidDdpVersion)
+{
+    RawPeer p;
+    p.send_fpdu(untagged_header(0x3, 0, 1, 2));
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(1, 2, 0x06));
+}
+
+TEST(ErrorPathRaw, InvalidQueueNumber)
+{
+    RawPeer p;
+    p.send_fpdu(untagged_header(0x3, 7, 1));
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(1, 2, 0x01));
+}
+
+TEST(ErrorPathRaw, WrongMsn)
+{
+    RawPeer p;
+    std::vector<uint8_t> dst(64);
+    auto* mr = p.side.reg(dst.data(), 64);
+    ASSERT_EQ(p.side.post_recv(dst.data(), 64, mr, 1), 0);
+    p.send_fpdu(untagged_header(0x3, 0, 5));
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(1, 2, 0x03));
+}
+
+TEST(ErrorPathRaw, ReadResponseNobodyAskedFor)
+{
+    RawPeer p;
+    std::vector<uint8_t> h(14);
+    wire::DdpHeader d;
+    d.control = {true, true, 0, 1};
+    d.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_read_response);
+    d.stag = 0x100;
+    wire::encode_ddp_header(d, h);
+    const uint8_t payload[4] = {9, 9, 9, 9};
+    p.send_fpdu(h, payload);
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x06));
+}
+
+TEST(ErrorPathRaw, PeerTerminateMovesQpToErrorAndFlushes)
+{
+    RawPeer p;
+    std::vector<uint8_t> dst(64);
+    auto* mr = p.side.reg(dst.data(), 64);
+    ASSERT_EQ(p.side.post_recv(dst.data(), 64, mr, 1), 0);
+    uint8_t ulpdu[wire::terminate_ulpdu_max_size];
+    wire::TerminateCause cause{code(0, 0, 0), {}, std::nullopt};
+    const size_t n = wire::build_terminate_ulpdu(cause, 1, ulpdu);
+    p.send_fpdu({ulpdu, n});
+    ASSERT_TRUE(p.side.wait_state(QpState::err));
+    const auto got = p.side.qp->last_terminate_received();
+    EXPECT_TRUE(got.valid);
+    EXPECT_EQ(got.code, code(0, 0, 0));
+    auto r = p.side.wait(p.side.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, WcStatus::wr_flush_err);
+    // The QP sends nothing after receiving a Terminate but FIN.
+    uint8_t b[16];
+    EXPECT_EQ(::read(p.raw, b, sizeof b), 0);
+}
+
+}  // namespace
+}  // namespace iwemu::test
