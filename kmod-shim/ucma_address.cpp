@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/emulator.h"
 #include "kmod-shim/ucma_abi.h"
 
 namespace iwemu::shim {
@@ -39,6 +40,17 @@ bool is_loopback(const sockaddr_storage& addr) {
         return (ntohl(reinterpret_cast<const sockaddr_in&>(addr).sin_addr.s_addr) >> 24) == 127;
     if (addr.ss_family == AF_INET6)
         return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr);
+    return false;
+}
+
+bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
+    if (a.ss_family != b.ss_family) return false;
+    if (a.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
+    if (a.ss_family == AF_INET6)
+        return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
+                                  &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr);
     return false;
 }
 
@@ -147,7 +159,10 @@ uint64_t read_sysfs_guid() {
 uint64_t device_node_guid_be() {
     // Read once: the tree is generated before the application starts and
     // librdmacm caches its own copy at ucma_init().
-    static const uint64_t guid = read_sysfs_guid();
+    static const uint64_t guid = [] {
+        uint64_t g = read_sysfs_guid();
+        return g ? g : htobe64(Emulator::instance().device_attributes().node_guid);
+    }();
     return guid;
 }
 

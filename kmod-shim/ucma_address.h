@@ -16,6 +16,7 @@ namespace iwemu::shim {
 socklen_t sockaddr_size(int family);
 bool is_wildcard(const sockaddr_storage& addr);
 bool is_loopback(const sockaddr_storage& addr);
+bool same_address(const sockaddr_storage& a, const sockaddr_storage& b);  // ports ignored
 uint16_t port_of(const sockaddr_storage& addr);  // host order
 void set_port(sockaddr_storage& addr, uint16_t port);
 
@@ -34,8 +35,8 @@ int reserve_port(sockaddr_storage* addr, int afonly, int* fd);
 int route_source(const sockaddr_storage& dst, sockaddr_storage* src);
 
 // The node GUID of the device answering for every local address, exactly as
-// librdmacm gets it from ibv_get_device_guid() (the sysfs node_guid file,
-// big-endian); 0 if no iwemu device is visible.
+// librdmacm gets it from ibv_get_device_guid(): the sysfs node_guid file
+// (big-endian), else the emulator's own value.
 uint64_t device_node_guid_be();
 
 }  // namespace iwemu::shim

@@ -116,9 +116,7 @@ bool port_taken(const UcmaId& self, const sockaddr_storage& addr) {
         if (other.state != CmIdState::addr_bound && other.state != CmIdState::listen) return;
         if (port_of(other.src) != port) return;
         if (self.reuseaddr && other.reuseaddr && other.state != CmIdState::listen) return;
-        if (other.src.ss_family == addr.ss_family && !is_wildcard(other.src) && !is_wildcard(addr) &&
-            std::memcmp(&other.src, &addr, sockaddr_size(addr.ss_family)) != 0)
-            return;
+        if (!is_wildcard(other.src) && !is_wildcard(addr) && !same_address(other.src, addr)) return;
         taken = true;
     });
     return taken;
