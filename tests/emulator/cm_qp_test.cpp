@@ -139,16 +139,21 @@ struct CmQpPair {
         ASSERT_EQ(client->post_send(WrOpcode::rdma_write, src.data(), 3000, smr, 3,
                                     reinterpret_cast<uint64_t>(wdst.data()), wmr->rkey()),
                   0);
-        auto s = client->wait(client->scq, 2);
-        ASSERT_EQ(s.size(), 2u);
-        EXPECT_EQ(s[0].status, WcStatus::success);
-        EXPECT_EQ(s[1].status, WcStatus::success);
-        // The Write is placed before its completion can be seen at the sender
-        // only once the next message arrives; poll the buffer (bounded).
-        const auto end = std::chrono::steady_clock::now() + 5s;
-        while (std::memcmp(src.data(), wdst.data(), src.size()) != 0 && std::chrono::steady_clock::now() < end)
-            std::this_thread::sleep_for(1ms);
+        // A Send behind the Write: its receive completion proves the Write
+        // was placed (RDMAP ordering) and synchronises with the RX thread.
+        ASSERT_EQ(server->post_recv(dst.data(), 3000, dmr, 4), 0);
+        ASSERT_EQ(client->post_send(WrOpcode::send, src.data(), 16, smr, 5), 0);
+        auto s = client->wait(client->scq, 3);
+        ASSERT_EQ(s.size(), 3u);
+        for (const auto& c : s)
+            EXPECT_EQ(c.status, WcStatus::success);
+        auto r2 = server->wait(server->rcq, 1);
+        ASSERT_EQ(r2.size(), 1u);
+        EXPECT_EQ(r2[0].wr_id, 4u);
         EXPECT_EQ(0, std::memcmp(src.data(), wdst.data(), src.size()));
+        EXPECT_EQ(client->emu->dereg_mr(smr), 0);
+        EXPECT_EQ(server->emu->dereg_mr(dmr), 0);
+        EXPECT_EQ(server->emu->dereg_mr(wmr), 0);
     }
 };
 
