@@ -17,6 +17,9 @@
 //    before the next state change or marker; the caller reads exactly that
 //    (payload straight into user memory with readv) and hands the octets to
 //    consume(), which only counts and CRCs payload.
+//  The two can be mixed at any octet boundary: e.g. feed() a recv()'d
+//  staging chunk (headers, small payloads), then readv() the rest of a large
+//  payload into user memory and consume() it, then feed() again.
 //
 // Checks at this layer (codes in docs of each error below):
 //  * ULPDU_Length smaller than the DDP header it announces, or larger than

@@ -199,6 +199,74 @@ TEST(FpduReceiver, ConcatenatedVectorsInRandomChunks)
     }
 }
 
+TEST(FpduReceiver, PushAndPullCanBeMixedOnOneStream)
+{
+    // The engine's pattern: recv() a staging chunk and feed() it (headers,
+    // small payload), then readv() the rest of a large payload straight into
+    // user memory and consume() it, then go back to feed().
+    std::vector<uint8_t> header(14, 0);
+    header[0] = 0xC1;
+    header[1] = 0x40;
+    std::vector<uint8_t> payload(5000);
+    for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7);
+    for (bool markers : {false, true}) {
+        SCOPED_TRACE(markers ? "markers" : "no markers");
+        const FpduFraming framing{true, markers};
+        std::vector<uint8_t> stream(2 * mpa_fpdu_wire_length(header.size() + payload.size(), markers, 0) + 64);
+        size_t len = encode_fpdu(stream, header, payload, 0, framing);
+        ASSERT_GT(len, 0u);
+        const size_t second = encode_fpdu(std::span(stream).subspan(len), header, payload,
+                                          static_cast<uint32_t>(len), framing);
+        ASSERT_GT(second, 0u);
+        stream.resize(len + second);
+
+        FpduReceiverOptions opt;
+        opt.markers = markers;
+        FpduReceiver rx(opt);
+        Recorder rec;
+        const std::span<const uint8_t> all(stream);
+        rec.chunk = all.first(100);  // header + the start of the payload
+        ASSERT_EQ(rx.feed(rec.chunk, rec), 100u);
+        ASSERT_EQ(rx.state(), FpduRxState::payload);
+        size_t pos = 100;
+        // Pull the rest of the first FPDU's payload (and markers) directly.
+        while (rx.segments_completed() == 0 && !rx.failed()) {
+            const FpduRxNeed need = rx.next_need();
+            if (need.state != FpduRxState::payload && need.state != FpduRxState::marker) break;
+            const auto bytes = all.subspan(pos, need.max_octets);
+            if (need.state == FpduRxState::payload) {
+                rec.chunk = bytes;
+                rec.on_payload(bytes, rx.payload_received());
+            }
+            pos += rx.consume(bytes).consumed;
+        }
+        // Back to push mode for the trailer and the second FPDU.
+        rec.chunk = all.subspan(pos);
+        EXPECT_EQ(rx.feed(rec.chunk, rec), stream.size() - pos);
+        ASSERT_FALSE(rec.error.has_value());
+        ASSERT_EQ(rec.segments.size(), 2u);
+        for (const auto& s : rec.segments) {
+            EXPECT_EQ(s.payload, payload);
+            EXPECT_TRUE(s.ended);
+        }
+        EXPECT_TRUE(rec.offsets_ok);
+    }
+}
+
+TEST(FpduReceiver, PullModeReportsErrorsThroughConsume)
+{
+    auto wire = fpdu_vectors()[0].wire;
+    wire.back() ^= 0x80;
+    FpduReceiver rx;
+    Recorder rec;
+    EXPECT_EQ(drive_pull(rx, rec, wire), wire.size());
+    ASSERT_TRUE(rec.error.has_value());
+    EXPECT_EQ(rec.error->code, llp(0x02));
+    EXPECT_EQ(rx.error().code, llp(0x02));
+    EXPECT_NE(rx.last_crc_received(), rx.last_crc_computed());
+    EXPECT_EQ(rx.consume(wire).event, FpduRxEvent::error);
+}
+
 TEST(FpduReceiver, CrcOffAcceptsAnyCrcField)
 {
     // MPA-005: the field is present; with CRC off any value is accepted.
