@@ -13,6 +13,7 @@
 #include "kmod-shim/ucma_cm_link.h"
 #include "kmod-shim/ucma_events.h"
 #include "kmod-shim/ucma_ids.h"
+#include "kmod-shim/ucma_user_memory.h"
 
 namespace iwemu::shim {
 
@@ -37,10 +38,7 @@ int read_cmd(const uint8_t* in, size_t in_len, T* cmd, size_t min_in = sizeof(T)
 template <typename T>
 int write_resp(uint64_t response, size_t out, const T& resp, size_t min_out = sizeof(T)) {
     if (out < min_out) return -ENOSPC;
-    if (!response) return -EFAULT;
-    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(response)), &resp,
-                std::min(out, sizeof resp));
-    return 0;
+    return copy_to_user(response, &resp, std::min(out, sizeof resp));
 }
 
 void copy_to_in6(const sockaddr_storage& from, sockaddr_in6* to) {
@@ -580,8 +578,9 @@ int cmd_set_option(Ctx& c) {
     rdma_ucm_set_option cmd;
     if (int rc = read_cmd(c.in, c.in_len, &cmd); rc < 0) return rc;
     if (cmd.optlen > 4096) return -EINVAL;
-    if (cmd.optlen && !cmd.optval) return -EFAULT;
-    const void* optval = reinterpret_cast<const void*>(static_cast<uintptr_t>(cmd.optval));
+    uint8_t optval[sizeof(int)] = {};  // every option ucma knows is at most an int
+    if (cmd.optlen <= sizeof optval)
+        if (int rc = copy_from_user(optval, cmd.optval, cmd.optlen); rc < 0) return rc;
     Lock lock(ucma_lock());
     UcmaId* id = ucma_id_find_on(c.file.get(), cmd.id);
     if (!id) return -ENOENT;
@@ -686,8 +685,9 @@ int cmd_get_event(Ctx& c) {
     rdma_ucm_get_event cmd;
     if (int rc = read_cmd(c.in, c.in_len, &cmd); rc < 0) return rc;
     if (c.out < sizeof(rdma_ucm_event_resp)) return -ENOSPC;
-    if (!cmd.response) return -EFAULT;
     rdma_ucm_event_resp resp{};
+    // Check the buffer before taking an event: a bad pointer must not lose it.
+    if (int rc = copy_to_user(cmd.response, &resp, sizeof resp); rc < 0) return rc;
     for (;;) {
         {
             Lock lock(ucma_lock());
@@ -718,19 +718,23 @@ int cmd_get_event(Ctx& c) {
         if (fl >= 0 && (fl & O_NONBLOCK)) return -EAGAIN;
         if (int rc = ucma_file_wait(*c.file); rc < 0) return rc;
     }
-    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(cmd.response)), &resp, sizeof resp);
-    return 0;
+    return copy_to_user(cmd.response, &resp, sizeof resp);
 }
 
 }  // namespace
 
 int ucma_execute(const std::shared_ptr<UcmaFile>& file, const void* buf, size_t len) {
+    // The largest command (ACCEPT) with room to spare; in is a u16 anyway.
+    uint8_t kbuf[sizeof(rdma_ucm_cmd_hdr) + 512];
     rdma_ucm_cmd_hdr hdr;
     if (len < sizeof hdr) return -EINVAL;
-    std::memcpy(&hdr, buf, sizeof hdr);
+    uint64_t user = reinterpret_cast<uintptr_t>(buf);
+    if (int rc = copy_from_user(&hdr, user, sizeof hdr); rc < 0) return rc;
     if (hdr.cmd >= abi::cmd_count) return -EINVAL;
     if (size_t{hdr.in} + sizeof hdr > len) return -EINVAL;
-    Ctx c{file, static_cast<const uint8_t*>(buf) + sizeof hdr, hdr.in, hdr.out};
+    size_t in = std::min<size_t>(hdr.in, sizeof kbuf - sizeof hdr);  // longer tails are ignored
+    if (int rc = copy_from_user(kbuf, user + sizeof hdr, in); rc < 0) return rc;
+    Ctx c{file, kbuf, in, hdr.out};
     switch (hdr.cmd) {
     case RDMA_USER_CM_CMD_CREATE_ID: return cmd_create_id(c);
     case RDMA_USER_CM_CMD_DESTROY_ID: return cmd_destroy_id(c);

@@ -457,6 +457,66 @@ void test_silent_peer_unreachable() {
     close(lfd);
 }
 
+// Raw ucma commands a broken or hostile program could write: every one must
+// fail with the kernel's errno, never crash the shim or hang.
+struct RawHdr {
+    uint32_t cmd;
+    uint16_t in;
+    uint16_t out;
+};
+
+ssize_t raw(int fd, uint32_t cmd, const void* payload, uint16_t in, uint16_t out, size_t len = 0) {
+    uint8_t buf[600] = {};
+    RawHdr h{cmd, in, out};
+    std::memcpy(buf, &h, sizeof h);
+    if (payload) std::memcpy(buf + sizeof h, payload, in);
+    errno = 0;
+    return write(fd, buf, len ? len : sizeof h + in);
+}
+
+void test_malformed_commands() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    int fd = ch->fd;
+    uint8_t zero[512] = {};
+    CHECK(write(fd, zero, 4) == -1 && errno == EINVAL);             // shorter than a header
+    CHECK(raw(fd, 23, nullptr, 0, 0) == -1 && errno == EINVAL);      // no such command
+    CHECK(raw(fd, 0xFFFFFFFF, nullptr, 0, 0) == -1 && errno == EINVAL);
+    CHECK(raw(fd, 0, zero, 200, 4, 16) == -1 && errno == EINVAL);    // in beyond the buffer
+    CHECK(raw(fd, 13, zero, 8, 0) == -1 && errno == ENOSYS);         // GET_OPTION
+    struct { uint64_t uid, response; uint16_t ps; uint8_t qp_type, rsvd[5]; } create{};
+    create.uid = 1;
+    create.ps = 0x0106;
+    create.response = 0x10;  // unmapped page: EFAULT, not SIGSEGV
+    CHECK(raw(fd, 0, &create, sizeof create, 4) == -1 && errno == EFAULT);
+    uint32_t id = 0;
+    create.response = reinterpret_cast<uintptr_t>(&id);
+    CHECK(raw(fd, 0, &create, sizeof create, 2) == -1 && errno == ENOSPC);  // response too small
+    create.ps = 0x4242;
+    CHECK(raw(fd, 0, &create, sizeof create, 4) == -1 && errno == EINVAL);  // unknown port space
+    create.ps = 0x0106;
+    CHECK(raw(fd, 0, &create, sizeof create, 4) == sizeof(RawHdr) + sizeof create);
+    struct { uint64_t response; uint32_t id, rsvd; } destroy{reinterpret_cast<uintptr_t>(zero), id + 1000, 0};
+    CHECK(raw(fd, 1, &destroy, sizeof destroy, 4) == -1 && errno == ENOENT);  // unknown id
+    struct { uint64_t response; } get{0x10};
+    CHECK(raw(fd, 12, &get, sizeof get, 336) == -1 && errno == EFAULT);
+    CHECK(raw(fd, 12, &get, sizeof get, 100) == -1 && errno == ENOSPC);
+    struct { uint64_t optval; uint32_t id, level, optname, optlen; } opt{0x10, id, 0, 0, 1};
+    CHECK(raw(fd, 14, &opt, sizeof opt, 0) == -1 && errno == EFAULT);
+    // Every command with garbage (pointers included) and every short length.
+    uint8_t junk[512];
+    for (size_t i = 0; i < sizeof junk; ++i) junk[i] = static_cast<uint8_t>(i * 37 + 11);
+    for (uint32_t cmd = 0; cmd < 23; ++cmd) {
+        if (cmd == 12) continue;  // GET_EVENT with a valid buffer would block
+        for (uint16_t in : {uint16_t{0}, uint16_t{3}, uint16_t{16}, uint16_t{300}}) {
+            raw(fd, cmd, junk, in, 400);  // result does not matter, surviving does
+        }
+    }
+    destroy.id = id;
+    CHECK(raw(fd, 1, &destroy, sizeof destroy, 4) == sizeof(RawHdr) + sizeof destroy);
+    rdma_destroy_event_channel(ch);
+}
+
 }  // namespace
 
 int main() {
@@ -473,6 +533,7 @@ int main() {
         {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
         {"fork_child_connects_to_parent", test_fork_child_connects_to_parent},
         {"silent_peer_unreachable", test_silent_peer_unreachable},
+        {"malformed_commands", test_malformed_commands},
     };
     for (auto& t : tests) {
         int before = failures;
