@@ -43,6 +43,11 @@ struct CmSettings {
     // answered by the ULP).  At the cap the listener stops accepting (the
     // kernel backlog holds further SYNs) until one finishes.
     unsigned max_half_open_per_listener = 64;
+    // Largest PD_Length (RFC 6581 enhanced data included) this end sends.
+    // RFC 5044 allows 512, but Linux siw drops a frame above 256 (CHECKLIST
+    // MPA-058), so 256 unless every peer is known to take more.  Received
+    // frames may always carry 512.
+    uint16_t max_sent_pd_length = 256;
     // Device limits for RFC 6581 §9.1 IRD/ORD adjustment.
     uint16_t max_ird = 128;
     uint16_t max_ord = 128;

@@ -671,7 +671,7 @@ void ConnectionManager::Loop::request_received_locked(Connection& c, const wire:
     ev.ird = c.assessment.peer_ird;
     ev.ord = c.assessment.peer_ord;
     ev.peer_to_peer = c.assessment.peer_to_peer;
-    ev.max_reply_private_data = max_ulp_private_data(c.assessment.enhanced);
+    ev.max_reply_private_data = max_sent_ulp_private_data(settings_, c.assessment.enhanced);
     queue_event_locked(c, std::move(ev));
 }
 
@@ -866,7 +866,7 @@ int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
     if (!c || c->destroyed)
         return -ENOENT;
     if (c->state != StartupState::awaiting_ulp || !args.endpoint.attach ||
-        args.private_data.size() > max_ulp_private_data(c->assessment.enhanced))
+        args.private_data.size() > max_sent_ulp_private_data(settings_, c->assessment.enhanced))
         return -EINVAL;
     if (const int rc = ensure_running_locked(); rc != 0)
         return rc;
@@ -894,7 +894,7 @@ int ConnectionManager::Loop::reject(ConnectionId id, std::span<const uint8_t> pr
     if (!c || c->destroyed)
         return -ENOENT;
     if (c->state != StartupState::awaiting_ulp ||
-        private_data.size() > max_ulp_private_data(c->assessment.enhanced))
+        private_data.size() > max_sent_ulp_private_data(settings_, c->assessment.enhanced))
         return -EINVAL;
     if (const int rc = ensure_running_locked(); rc != 0)
         return rc;
@@ -916,7 +916,7 @@ int ConnectionManager::Loop::connect(const ConnectArgs& args, ConnectionId* id)
         return -EINVAL;
     auto c = std::make_unique<Connection>();
     c->request = make_request(settings_, args.ird, args.ord);
-    if (args.private_data.size() > max_ulp_private_data(c->request.enhanced.has_value()))
+    if (args.private_data.size() > max_sent_ulp_private_data(settings_, c->request.enhanced.has_value()))
         return -EINVAL;
     c->request.private_data = args.private_data;
     if (!encode_frame_locked(*c, c->request))

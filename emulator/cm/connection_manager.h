@@ -58,7 +58,9 @@ using ConnectionId = uint64_t;  // 0 is never a valid id
 // RFC 6581 §9.1: IRD/ORD value meaning "not negotiated here, the ULP decides".
 inline constexpr uint16_t ird_ord_not_negotiated = 0x3FFF;
 // Largest ULP private data in a Request/Reply: 512 octets in a plain frame,
-// 508 when the 4 octets of RFC 6581 enhanced data precede it.
+// 508 when the 4 octets of RFC 6581 enhanced data precede it.  What this end
+// sends is further capped by CmSettings::max_sent_pd_length (256 by default,
+// for Linux siw); what it receives may always reach these limits.
 inline constexpr size_t max_private_data_plain = 512;
 inline constexpr size_t max_private_data_enhanced = 508;
 
@@ -138,7 +140,9 @@ struct Endpoint {
 struct ConnectArgs {
     sockaddr_storage remote{};
     std::optional<sockaddr_storage> local;  // bind before connecting (rdma_resolve_addr src)
-    std::span<const uint8_t> private_data;  // ≤ 508 (Rev 2) / 512 (Rev 1); copied
+    // ≤ CmSettings::max_sent_pd_length minus 4 for Rev 2 (252 by default;
+    // RFC limit 508) or itself for Rev 1 (256; RFC limit 512).  Copied.
+    std::span<const uint8_t> private_data;
     uint16_t ird = 0;  // responder_resources: inbound Reads we allow
     uint16_t ord = 0;  // initiator_depth: outbound Reads we want
     Endpoint endpoint;

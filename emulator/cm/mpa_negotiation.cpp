@@ -43,6 +43,13 @@ bool is_seed002_request(const CmSettings& settings, const wire::MpaFrame& reques
 
 }  // namespace
 
+size_t max_sent_ulp_private_data(const CmSettings& settings, bool enhanced)
+{
+    const size_t overhead = enhanced ? wire::mpa_enhanced_data_size : 0;
+    const size_t total = std::min<size_t>(settings.max_sent_pd_length, wire::mpa_max_pd_length);
+    return total > overhead ? total - overhead : 0;
+}
+
 wire::MpaFrame make_request(const CmSettings& settings, uint16_t ird, uint16_t ord)
 {
     wire::MpaFrame f;

@@ -42,11 +42,15 @@ namespace iwemu::cm {
 // empty; the caller attaches the ULP private data.
 wire::MpaFrame make_request(const CmSettings& settings, uint16_t ird, uint16_t ord);
 
-// Largest ULP private data a frame of this kind can carry.
+// Largest ULP private data a frame of this kind can carry (RFC 5044 §7.1.1).
 constexpr size_t max_ulp_private_data(bool enhanced)
 {
     return wire::mpa_max_pd_length - (enhanced ? wire::mpa_enhanced_data_size : 0);
 }
+
+// Largest ULP private data we put in a frame of this kind under `settings`
+// (CmSettings::max_sent_pd_length, never above the RFC limit).
+size_t max_sent_ulp_private_data(const CmSettings& settings, bool enhanced);
 
 // Responder: what a well-formed Request asks for.
 struct RequestAssessment {

@@ -355,7 +355,7 @@ TEST(CmStartup, AcceptCarriesPrivateDataBothWaysAndHandsOffConnectedSockets)
     EXPECT_TRUE(p.request->peer_to_peer);
     EXPECT_EQ(p.request->ird, 8);
     EXPECT_EQ(p.request->ord, 8);
-    EXPECT_EQ(p.request->max_reply_private_data, 508u);
+    EXPECT_EQ(p.request->max_reply_private_data, 252u);  // 256 total by default (siw)
     EXPECT_EQ(p.c_est->private_data, bytes_of("welcome"));
 
     const ConnectionParams& c = p.c->params;
@@ -379,7 +379,9 @@ TEST(CmStartup, AcceptCarriesPrivateDataBothWaysAndHandsOffConnectedSockets)
 
 TEST(CmStartup, MaximumPrivateDataBothWays)
 {
-    Pair p({}, {});
+    CmSettings rfc_limit;
+    rfc_limit.max_sent_pd_length = 512;
+    Pair p(rfc_limit, rfc_limit);
     Bytes req(508), rep(508);
     for (size_t i = 0; i < req.size(); ++i) {
         req[i] = static_cast<uint8_t>(i);
@@ -396,12 +398,15 @@ TEST(CmStartup, OversizePrivateDataIsRefusedLocally)
     AttachLog qp;
     ConnectionManager cm;
     ConnectionId id = 0;
-    const Bytes too_big(509);
-    EXPECT_EQ(cm.connect(connect_args(loopback(1), log, qp, too_big), &id), -EINVAL);
+    // Default: 256 octets of PD_Length at most (Linux siw's limit), 4 of them enhanced data.
+    EXPECT_EQ(cm.connect(connect_args(loopback(1), log, qp, Bytes(253)), &id), -EINVAL);
 
-    CmSettings v1;
-    v1.mpa_revision = 1;
-    ConnectionManager cm1(v1);
+    CmSettings rfc;
+    rfc.max_sent_pd_length = 512;
+    ConnectionManager cm2(rfc);
+    EXPECT_EQ(cm2.connect(connect_args(loopback(1), log, qp, Bytes(509)), &id), -EINVAL);
+    rfc.mpa_revision = 1;
+    ConnectionManager cm1(rfc);
     EXPECT_EQ(cm1.connect(connect_args(loopback(1), log, qp, Bytes(513)), &id), -EINVAL);
 }
 
@@ -451,7 +456,7 @@ TEST(CmStartup, Rev1InitiatorGetsRev1Reply)
     p.connect_and_accept(bytes_of("r1"), bytes_of("ok"));
     EXPECT_EQ(p.request->mpa_revision, 1);
     EXPECT_EQ(p.request->ird, ird_ord_not_negotiated);
-    EXPECT_EQ(p.request->max_reply_private_data, 512u);
+    EXPECT_EQ(p.request->max_reply_private_data, 256u);  // plain frame: all 256 are ULP data
     EXPECT_FALSE(p.request->peer_to_peer);
     EXPECT_EQ(p.c->params.mpa_revision, 1);
     EXPECT_EQ(p.s->params.mpa_revision, 1);
@@ -563,6 +568,77 @@ TEST(CmStartup, Seed002ModeExchangesTheRtrFrame)
     EXPECT_EQ(p.s->params.rtr, RtrType::none);
     // The Rtr frame was consumed by the Responder's CM: the stream is clean.
     expect_connected(p.c->params.fd, p.s->params.fd);
+}
+
+TEST(CmStartup, DefaultPrivateDataLimitEndToEnd)
+{
+    Pair p({}, {});
+    Bytes req(252, 0xA5), rep(252, 0x5A);
+    p.connect_and_accept(req, rep);
+    EXPECT_EQ(p.request->private_data, req);
+    EXPECT_EQ(p.c_est->private_data, rep);
+}
+
+TEST(CmStartup, Ipv6Loopback)
+{
+    EventLog server_log, client_log;
+    AttachLog server_qp, client_qp;
+    ConnectionManager server, client;
+    sockaddr_storage any{};
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&any);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_addr = in6addr_loopback;
+    ListenerId lid = 0;
+    sockaddr_storage bound{};
+    const int rc = server.listen(reinterpret_cast<sockaddr*>(&any), sizeof(sockaddr_in6), 4, server_log.handler(), &lid, &bound);
+    if (rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT)
+        GTEST_SKIP() << "no IPv6 loopback here";
+    ASSERT_EQ(rc, 0);
+    ConnectionId cid = 0;
+    ASSERT_EQ(client.connect(connect_args(bound, client_log, client_qp), &cid), 0);
+    auto req = server_log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->peer_address.ss_family, AF_INET6);
+    AcceptArgs aa;
+    aa.endpoint = server_qp.endpoint();
+    ASSERT_EQ(server.accept(req->connection, aa), 0);
+    EXPECT_TRUE(client_log.wait(CmEventType::established));
+}
+
+TEST(CmStartup, StopListeningRefusesNewConnections)
+{
+    Pair p({}, {});
+    ASSERT_EQ(p.server.stop_listening(p.listener), 0);
+    EXPECT_EQ(p.server.stop_listening(p.listener), -ENOENT);
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
+    auto ev = p.client_log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connection_refused);
+}
+
+TEST(CmStartup, UnroutableAddressFailsWithinTheStartupTime)
+{
+    CmSettings quick;
+    quick.mpa_timeout = 500ms;
+    EventLog log;
+    AttachLog qp;
+    ConnectionManager cm(quick);
+    sockaddr_storage ss{};
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(9);
+    inet_pton(AF_INET, "192.0.2.1", &in->sin_addr);  // TEST-NET-1, never routed
+    ConnectionId id = 0;
+    ASSERT_EQ(cm.connect(connect_args(ss, log, qp), &id), 0);
+    auto ev = log.next(3s);
+    ASSERT_TRUE(ev);
+    // What the network says depends on the host (no route, a REJECT rule,
+    // silence); in every case a failure within the startup time.
+    EXPECT_TRUE(ev->type == CmEventType::unreachable || ev->type == CmEventType::timeout ||
+                ev->type == CmEventType::connection_refused)
+        << to_string(ev->type);
+    EXPECT_NE(ev->error, 0);
 }
 
 TEST(CmStartup, ConnectToAClosedPortIsRefused)
