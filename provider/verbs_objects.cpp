@@ -61,11 +61,6 @@ struct Mr {
     verbs_mr vmr;
     MemoryRegion* emu;
 };
-struct Cq {
-    ibv_cq ibv;
-    CompletionQueue* emu;
-};
-
 // Our end of a completion channel.  Owned by the CQ's event handler (and
 // any copy of it an emulator thread is still running), so the fd is closed
 // only when no handler can write to it any more: never a write to a reused
@@ -77,6 +72,19 @@ struct ChannelSender {
     ~ChannelSender() { close(fd); }
     const int fd;
 };
+
+struct Cq {
+    ibv_cq ibv;
+    CompletionQueue* emu;
+    std::shared_ptr<ChannelSender> sender;  // null without a completion channel
+
+    void notify() const
+    {
+        const uint64_t handle = reinterpret_cast<uintptr_t>(&ibv);
+        send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+};
+
 struct Srq {
     ibv_srq ibv;
     SharedReceiveQueue* emu;
@@ -226,9 +234,11 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
         if (fd < 0) return fail<ibv_cq>(errno);
         sender = std::make_shared<ChannelSender>(fd);
     }
-    auto* cq = static_cast<Cq*>(calloc(1, sizeof(Cq)));
-    if (!cq) return fail<ibv_cq>(ENOMEM);
+    auto* mem = calloc(1, sizeof(Cq));
+    if (!mem) return fail<ibv_cq>(ENOMEM);
+    auto* cq = new (mem) Cq{};
     if (int err = emu().create_cq(static_cast<uint32_t>(cqe), &cq->emu)) {
+        cq->~Cq();
         free(cq);
         return fail<ibv_cq>(err);
     }
@@ -238,6 +248,7 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
     if (sender) {
         // One 8-byte ib_uverbs_comp_event_desc per armed completion; the
         // element is the ibv_cq* ibv_get_cq_event hands back.
+        cq->sender = sender;
         const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
         cq->emu->set_event_handler([sender = std::move(sender), handle] {
             send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -251,6 +262,7 @@ int destroy_cq(ibv_cq* ibcq)
     Cq* cq = to_cq(ibcq);
     if (int err = detach_and_destroy(cq->emu, cq, [](CompletionQueue* c) { return emu().destroy_cq(c); }))
         return err;
+    cq->~Cq();
     free(cq);
     return 0;
 }
@@ -287,7 +299,23 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc)
     return total;
 }
 
-int req_notify_cq(ibv_cq* ibcq, int solicited_only) { return to_cq(ibcq)->emu->req_notify(solicited_only != 0); }
+// Arming a CQ that already holds completions signals at once, as RNICs do
+// (the arm compares against the consumer index): the usual "wait, re-arm,
+// poll a batch, wait" loop would otherwise sleep on completions that are
+// already there.  A completion racing with the arm can cost one spurious
+// event, never a lost one.
+int req_notify_cq(ibv_cq* ibcq, int solicited_only)
+{
+    Cq* cq = to_cq(ibcq);
+    const bool next = solicited_only == 0;
+    if (next && cq->sender && cq->emu->size() > 0) {
+        cq->notify();
+        return 0;
+    }
+    if (int err = cq->emu->req_notify(!next)) return err;
+    if (next && cq->sender && cq->emu->size() > 0) cq->notify();
+    return 0;
+}
 
 // ---- SRQ -----------------------------------------------------------------
 
