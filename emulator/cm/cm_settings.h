@@ -3,8 +3,11 @@
 // (DESIGN.md "Wire defaults"; CHECKLIST decisions 1, 5, 6, 8, 9).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+
+#include "emulator/connection_params.h"
 
 namespace iwemu::cm {
 
@@ -20,8 +23,18 @@ struct RtrTypes {
     bool zero_length_send = false;  // B: off by default (siw never offers or accepts it)
     bool zero_length_write = true;  // C
     bool zero_length_read = true;   // D
+    // Order in which an end picks among the types both allow (the Initiator
+    // from the Reply, the Responder from the Request); decision 8: C, D, B.
+    std::array<RtrType, 3> preference{RtrType::zero_length_write, RtrType::zero_length_read,
+                                      RtrType::zero_length_send};
 
     bool any() const { return zero_length_send || zero_length_write || zero_length_read; }
+    bool allows(RtrType t) const
+    {
+        return (t == RtrType::zero_length_send && zero_length_send) ||
+               (t == RtrType::zero_length_write && zero_length_write) ||
+               (t == RtrType::zero_length_read && zero_length_read);
+    }
 };
 
 struct CmSettings {

@@ -10,15 +10,17 @@ constexpr uint16_t not_negotiated = wire::mpa_ird_ord_no_negotiation;
 
 uint16_t clamp14(uint16_t v) { return std::min<uint16_t>(v, wire::mpa_ird_ord_max); }
 
-// Decision 8: C (zero-length Write), then D (zero-length Read), then B (Send).
+// The first type in our preference order (decision 8 by default: C
+// zero-length Write, D zero-length Read, B Send) that both ends allow.
 RtrType choose_rtr(bool send, bool write, bool read, const RtrTypes& allowed)
 {
-    if (write && allowed.zero_length_write)
-        return RtrType::zero_length_write;
-    if (read && allowed.zero_length_read)
-        return RtrType::zero_length_read;
-    if (send && allowed.zero_length_send)
-        return RtrType::zero_length_send;
+    RtrTypes offered;
+    offered.zero_length_send = send;
+    offered.zero_length_write = write;
+    offered.zero_length_read = read;
+    for (RtrType t : allowed.preference)
+        if (offered.allows(t) && allowed.allows(t))
+            return t;
     return RtrType::none;
 }
 

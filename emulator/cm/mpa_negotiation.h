@@ -11,8 +11,8 @@
 //   (or Rev 2 with S=0, decision 13) gets a plain Rev 1 Reply.  A revision
 //   above CmSettings::mpa_revision is refused (closed, RFC 6581 §10); Rev 0
 //   never parses (non-permissive, decision 4).
-// - RTR: among the types both ends allow, C (Write) then D (Read) then B
-//   (Send) (decision 8).  The Responder flags exactly the chosen one; with no
+// - RTR: among the types both ends allow, the first in RtrTypes::preference
+//   (default C Write, D Read, B Send: decision 8).  The Responder flags exactly the chosen one; with no
 //   common type it rejects (R=1, its supported types flagged, decision 13).
 //   The Initiator likewise picks C, D, B from the Reply; with none it sends
 //   Terminate LLP/MPA/0x07 (RFC 6581 §9.2).

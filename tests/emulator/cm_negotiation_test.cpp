@@ -120,6 +120,18 @@ TEST(CmNegotiation, ResponderPicksWriteThenReadThenSend)
     }
 }
 
+TEST(CmNegotiation, ConfiguredRtrPreferenceOrder)
+{
+    CmSettings s;
+    s.rtr = {true, true, true};
+    s.rtr.preference = {RtrType::zero_length_send, RtrType::zero_length_read, RtrType::zero_length_write};
+    EXPECT_EQ(assess_request(s, enhanced_request(true, true, true, true, 8, 8)).rtr, RtrType::zero_length_send);
+    EXPECT_EQ(assess_request(s, enhanced_request(true, false, true, true, 8, 8)).rtr, RtrType::zero_length_read);
+    const wire::MpaFrame req = make_request(s, 8, 8);
+    EXPECT_EQ(evaluate_reply(s, req, enhanced_reply(true, false, true, true, 8, 8), 8, 8).params.rtr,
+              RtrType::zero_length_read);
+}
+
 TEST(CmNegotiation, ResponderWithoutCommonRtrRejectsFlaggingWhatItSupports)
 {
     CmSettings s;  // write + read
