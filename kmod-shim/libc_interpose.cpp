@@ -8,6 +8,7 @@
 #include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -74,6 +75,7 @@ DECLARE_REAL(__xstat, int, int, const char*, struct stat*);
 DECLARE_REAL(__lxstat, int, int, const char*, struct stat*);
 DECLARE_REAL(__fxstat, int, int, int, struct stat*);
 DECLARE_REAL(__fxstatat, int, int, int, const char*, struct stat*, int);
+DECLARE_REAL(statx, int, int, const char*, int, unsigned int, struct statx*);
 DECLARE_REAL(access, int, const char*, int);
 DECLARE_REAL(faccessat, int, int, const char*, int, int);
 DECLARE_REAL(write, ssize_t, int, const void*, size_t);
@@ -281,6 +283,35 @@ int __fxstat(int ver, int fd, struct stat* st)
     int r = REAL(__fxstat)(ver, fd, st);
     if (r == 0) fix_fstat(fd, st);
     return r;
+}
+
+// statx (ls, stat(1), newer runtimes): same answers in statx form.
+int statx(int dirfd, const char* path, int flags, unsigned int mask, struct statx* stx)
+{
+    struct stat st;
+    DevPath dev{};
+    const bool by_fd = path[0] == '\0' && (flags & AT_EMPTY_PATH);
+    if (by_fd) {
+        FdEntry e = fd_table_get(dirfd);
+        if (e.kind == FdKind::uverbs_cmd) dev = {DevNode::uverbs, e.device};
+        if (e.kind == FdKind::ucma) dev = {DevNode::rdma_cm, 0};
+    } else {
+        dev = classify_dev_path(path);
+        if (dev.node == DevNode::rdma_cm && !has_ucma()) dev = {};
+    }
+    if (dev.node == DevNode::none) return REAL(statx)(dirfd, path, flags, mask, stx);
+    fill_dev_stat(dev, &st);
+    std::memset(stx, 0, sizeof *stx);
+    stx->stx_mask = STATX_BASIC_STATS;
+    stx->stx_mode = static_cast<uint16_t>(st.st_mode);
+    stx->stx_nlink = static_cast<uint32_t>(st.st_nlink);
+    stx->stx_ino = st.st_ino;
+    stx->stx_blksize = static_cast<uint32_t>(st.st_blksize);
+    stx->stx_rdev_major = major(st.st_rdev);
+    stx->stx_rdev_minor = minor(st.st_rdev);
+    stx->stx_atime = {st.st_atim.tv_sec, static_cast<uint32_t>(st.st_atim.tv_nsec), 0};
+    stx->stx_mtime = stx->stx_ctime = stx->stx_atime;
+    return 0;
 }
 
 int access(const char* path, int mode)

@@ -51,6 +51,9 @@ int main()
     CHECK(stat("/dev/infiniband/uverbs0", &st) == 0 && S_ISCHR(st.st_mode));
     CHECK(stat("/dev/infiniband", &st) == 0 && S_ISDIR(st.st_mode));
     CHECK(access("/dev/infiniband/uverbs0", R_OK | W_OK) == 0);
+    struct statx stx {};
+    CHECK(statx(AT_FDCWD, "/dev/infiniband/uverbs0", 0, STATX_BASIC_STATS, &stx) == 0 && S_ISCHR(stx.stx_mode) &&
+          stx.stx_rdev_major == 231);
     errno = 0;
     CHECK(stat("/dev/infiniband/uverbs7", &st) == -1 && errno == ENOENT);
     errno = 0;
