@@ -13,6 +13,7 @@ constexpr int kDirectFds = 1 << 16;
 std::atomic<uint16_t> g_direct[kDirectFds];
 
 std::mutex g_overflow_mutex;
+std::atomic<size_t> g_overflow_size{0};  // lets write() on a high fd skip the mutex when none is ours
 std::unordered_map<int, FdEntry>& overflow()
 {
     static auto* map = new std::unordered_map<int, FdEntry>;  // never destroyed: used from late close()
@@ -33,12 +34,14 @@ void fd_table_set(int fd, FdEntry entry)
     }
     std::lock_guard lock(g_overflow_mutex);
     overflow()[fd] = entry;
+    g_overflow_size.store(overflow().size(), std::memory_order_release);
 }
 
 FdEntry fd_table_get(int fd)
 {
     if (fd < 0) return {};
     if (fd < kDirectFds) return unpack(g_direct[fd].load(std::memory_order_acquire));
+    if (g_overflow_size.load(std::memory_order_acquire) == 0) return {};
     std::lock_guard lock(g_overflow_mutex);
     auto it = overflow().find(fd);
     return it == overflow().end() ? FdEntry{} : it->second;
@@ -53,6 +56,7 @@ void fd_table_clear(int fd)
     }
     std::lock_guard lock(g_overflow_mutex);
     overflow().erase(fd);
+    g_overflow_size.store(overflow().size(), std::memory_order_release);
 }
 
 }  // namespace iwemu::shim
