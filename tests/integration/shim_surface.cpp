@@ -77,6 +77,14 @@ int main()
         errno = 0;
         CHECK(write(fd, &unknown, sizeof unknown) == -1 && errno == EOPNOTSUPP);
 
+        // A bad response pointer is EFAULT (no crash, no leaked channel).
+        struct {
+            CmdHdr hdr;
+            uint64_t response;
+        } wild{{17, 4, 1}, 0x10};
+        errno = 0;
+        CHECK(write(fd, &wild, sizeof wild) == -1 && errno == EFAULT);
+
         // CREATE_COMP_CHANNEL answers a readable, pollable fd.
         struct {
             CmdHdr hdr;
