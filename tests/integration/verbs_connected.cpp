@@ -245,6 +245,21 @@ int main()
     CHECK(ibv_query_qp(c.id->qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR);
     static const char zeros[64] = {};
     CHECK(std::memcmp(s.buf.data() + 40960, zeros, 64) == 0);
+    // The responder's QP reports the protection fault as an async event on
+    // its context, naming the ibv_qp.
+    bool saw_qp_error = false;
+    for (int i = 0; i < 8 && !saw_qp_error; ++i) {
+        pollfd p{s.id->verbs->async_fd, POLLIN, 0};
+        if (poll(&p, 1, kTimeoutMs) != 1) break;
+        ibv_async_event ev{};
+        if (ibv_get_async_event(s.id->verbs, &ev) != 0) break;
+        const bool qp_event = ev.event_type == IBV_EVENT_QP_FATAL || ev.event_type == IBV_EVENT_QP_REQ_ERR ||
+                              ev.event_type == IBV_EVENT_QP_ACCESS_ERR;
+        if (qp_event) CHECK(ev.element.qp == s.id->qp || ev.element.qp == c.id->qp);
+        saw_qp_error = qp_event && ev.element.qp == s.id->qp;
+        ibv_ack_async_event(&ev);
+    }
+    CHECK(saw_qp_error);
 
     // Teardown.  The client's QP is in ERROR already: rdma_disconnect's
     // SQD step must not fail there.
