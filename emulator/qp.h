@@ -167,6 +167,7 @@ private:
     static constexpr size_t tx_slots = 16;
     static constexpr size_t tx_iov_capacity = 1024;
     static constexpr size_t tx_batch_bytes = 512 * 1024;
+    static constexpr size_t tx_engine_budget = 2 * 1024 * 1024;  // per EPOLLOUT round
 
     // ---------------- receive side ----------------
     enum class RxTarget : uint8_t { none, discard, user, control };
@@ -175,7 +176,8 @@ private:
     static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv  // RDMAP header octets we keep (Read Request, Terminate, ...)
 
     // -- tx_engine.cpp
-    void tx_locked();                         // sq_lock_ held
+    // sq_lock_ held; budget: octets to frame before yielding to other QPs (engine)
+    void tx_locked(size_t budget = SIZE_MAX);
     bool tx_flush_batch_locked();             // false: would block or failed
     bool tx_build_next_locked();              // false: nothing (more) to send now
     bool tx_build_sq_segment_locked(SendWqe& w);
@@ -247,7 +249,7 @@ private:
     bool fin_sent_ = false;
     bool peer_fin_ = false;
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
-    bool destroyed_ = false;
+    std::atomic<bool> destroyed_{false};
     bool conn_event_sent_ = false;
     bool tx_prefer_irq_ = true;
     std::optional<AsyncEventType> pending_async_;

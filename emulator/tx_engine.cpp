@@ -40,7 +40,8 @@ void QueuePair::tx_progress()
 {
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        tx_locked();
+        // From the engine: a bounded share, so one busy QP cannot starve the others.
+        tx_locked(tx_engine_budget);
     }
     drain_deferred();
 }
@@ -413,15 +414,21 @@ bool QueuePair::tx_flush_batch_locked()
     return true;
 }
 
-void QueuePair::tx_locked()
+void QueuePair::tx_locked(size_t budget)
 {
     if (fd_.load(std::memory_order_relaxed) < 0) return;
+    size_t framed = 0;
     for (;;) {
         if (iov_count_ > 0 && !tx_flush_batch_locked()) return;
         if (tx_stopped_ || fd_.load(std::memory_order_relaxed) < 0) return;
+        if (framed >= budget) {
+            set_epollout_locked(true);  // more to do: come back on the next engine round
+            return;
+        }
         while (batch_bytes_ < tx_batch_bytes && tx_build_next_locked()) {
         }
         if (slot_count_ == 0) break;
+        framed += batch_bytes_;
     }
     set_epollout_locked(false);
     // Graceful disconnect: FIN once everything owed has left (RFC 5041 §6.2.1).
