@@ -505,6 +505,11 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
     if ((mask & IBV_QP_STATE) && mask == IBV_QP_STATE && attr->qp_state == IBV_QPS_SQD &&
         (qp->state() == QpState::err || qp->state() == QpState::sqe))
         return 0;
+    // An iWARP QP gets its connection from rdma_cm (the LLP stream), never
+    // from an InfiniBand address vector and remote QPN.  IB-style connects
+    // (perftest without -R, qperf without -cm1) fail here at once with a
+    // clear error instead of leaving a QP in RTS with no peer.
+    if (mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_ALT_PATH)) return EOPNOTSUPP;
     QpAttr a;
     to_emu_attr(*attr, &a);
     return qp->modify(a, static_cast<uint32_t>(mask));
