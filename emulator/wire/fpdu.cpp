@@ -33,10 +33,9 @@ FpduGather::Status FpduGather::build(std::span<const uint8_t> header,
     if (header.size() > max_header) return Status::header_too_long;
     size_t ulpdu_length = header.size();
     for (const auto& slice : payload) ulpdu_length += slice.size();
-    // With markers the FPDUPTR (16 bits) must reach every marker: MULPDU's
-    // upper bound 64768 guarantees that (RFC 5044 §3).
-    if (ulpdu_length > (framing.markers ? mpa_mulpdu_max : mpa_ulpdu_length_max))
-        return Status::ulpdu_too_long;
+    // RFC 5044 §3: DDP never hands MPA a ULPDU above 64768 (MPA-006); the
+    // bound also keeps every FPDUPTR within its 16 bits when markers are on.
+    if (ulpdu_length > mpa_mulpdu_max) return Status::ulpdu_too_long;
 
     uint32_t pos = stream_offset;  // stream offset of the next octet emitted
     size_t n = 0;

@@ -122,7 +122,7 @@ public:
 
     enum class Status : uint8_t {
         ok,
-        ulpdu_too_long,    // header + payload > 65535 (caller enforces MULPDU)
+        ulpdu_too_long,    // header + payload > 64768 (RFC 5044 §3; caller enforces MULPDU)
         header_too_long,   // header > max_header
         iov_too_small,     // `out` cannot hold the pieces
     };

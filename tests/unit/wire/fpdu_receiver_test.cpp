@@ -267,6 +267,27 @@ TEST(FpduReceiver, PullModeReportsErrorsThroughConsume)
     EXPECT_EQ(rx.consume(wire).event, FpduRxEvent::error);
 }
 
+TEST(FpduReceiver, AcceptsTheFieldMaximumByDefault)
+{
+    // We never send a ULPDU above 64768, but tolerate a peer that does: by
+    // default the receive limit is the field's own (65535).
+    std::vector<uint8_t> wire(2 + 65535 + 3 + 4, 0x5C);
+    wire[0] = 0xFF;
+    wire[1] = 0xFF;
+    wire[2] = 0xC1;  // tagged, L, DV 1
+    wire[3] = 0x40;
+    std::fill(wire.end() - 7, wire.end() - 4, 0);  // PAD
+    store_crc_field(crc32c(std::span(wire).first(wire.size() - 4)), &wire[wire.size() - 4]);
+    FpduReceiver rx;
+    Recorder rec;
+    rec.chunk = wire;
+    EXPECT_EQ(rx.feed(std::span<const uint8_t>(wire), rec), wire.size());
+    ASSERT_FALSE(rec.error.has_value());
+    ASSERT_EQ(rec.segments.size(), 1u);
+    EXPECT_EQ(rec.segments[0].payload.size(), 65535u - 14u);
+    EXPECT_TRUE(rec.segments[0].ended);
+}
+
 TEST(FpduReceiver, CrcOffAcceptsAnyCrcField)
 {
     // MPA-005: the field is present; with CRC off any value is accepted.
@@ -505,7 +526,7 @@ TEST(FpduRoundTrip, RandomSegmentsFramingsAndChunkings)
             s.header.resize(tagged ? 14 : 18);
             for (auto& b : s.header) b = static_cast<uint8_t>(rng());
             s.header[0] = static_cast<uint8_t>((tagged ? 0x80 : 0x00) | (s.header[0] & 0x7C) | 0x01);
-            const size_t max_payload = (framing.markers ? mpa_mulpdu_max : 65535) - s.header.size();
+            const size_t max_payload = mpa_mulpdu_max - s.header.size();
             size_t len = rng() % 4 == 0 ? rng() % 64 : rng() % (max_payload + 1);
             if (chunking == one_octet) len %= 3000;
             s.payload.resize(len);

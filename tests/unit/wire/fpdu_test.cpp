@@ -129,19 +129,21 @@ TEST(Fpdu, GatherPointsIntoUserPayloadWithoutCopying)
 
 TEST(Fpdu, EncoderLimits)
 {
-    std::vector<uint8_t> big(65535 - 14 + 1, 0);
+    // MPA-006: a ULPDU above 64768 is never sent (with or without markers).
+    std::vector<uint8_t> big(mpa_mulpdu_max - 14 + 1, 0);
     std::vector<uint8_t> header(14, 0);
     header[0] = 0xC1;
     FpduGather g;
     std::vector<iovec> iov(FpduGather::max_iov(1));
     std::span<const uint8_t> slices[] = {big};
-    EXPECT_EQ(g.build(header, slices, 0, {}, iov), FpduGather::Status::ulpdu_too_long);
-    slices[0] = std::span(big).first(65535 - 14);
-    EXPECT_EQ(g.build(header, slices, 0, {}, iov), FpduGather::Status::ok);
-    // Markers: FPDUPTR must reach every marker, so at most MULPDU max (64768).
-    EXPECT_EQ(g.build(header, slices, 0, {true, true}, iov), FpduGather::Status::ulpdu_too_long);
-    slices[0] = std::span(big).first(mpa_mulpdu_max - 14);
-    EXPECT_EQ(g.build(header, slices, 0, {true, true}, iov), FpduGather::Status::ok);
+    for (bool markers : {false, true}) {
+        slices[0] = big;  // ULPDU 64769
+        EXPECT_EQ(g.build(header, slices, 0, {true, markers}, iov), FpduGather::Status::ulpdu_too_long);
+        slices[0] = std::span(big).first(big.size() - 1);  // exactly 64768
+        EXPECT_EQ(g.build(header, slices, 0, {true, markers}, iov), FpduGather::Status::ok);
+    }
+    std::vector<uint8_t> out(70000);
+    EXPECT_EQ(encode_fpdu(out, header, big, 0, {}), 0u);
     EXPECT_EQ(g.build(header, slices, 0, {true, true}, std::span(iov).first(10)),
               FpduGather::Status::iov_too_small);
     std::vector<uint8_t> long_header(FpduGather::max_header + 1, 0x41);
