@@ -641,6 +641,31 @@ TEST(CmStartup, UnroutableAddressFailsWithinTheStartupTime)
     EXPECT_NE(ev->error, 0);
 }
 
+TEST(CmStartup, Seed002InitiatorFallsBackToPlainRev1WithAnRfcResponder)
+{
+    CmSettings seed;
+    seed.peer_to_peer = PeerToPeerMode::seed002;
+    Pair p({}, seed);  // the Responder reads S in a Rev 1 frame as a Res bit
+    p.connect_and_accept();
+    EXPECT_FALSE(p.request->peer_to_peer);
+    EXPECT_EQ(p.c->params.mpa_revision, 1);
+    EXPECT_EQ(p.c->params.rtr, RtrType::none);
+    expect_connected(p.c->params.fd, p.s->params.fd);  // no Rtr frame was sent
+}
+
+TEST(CmStartup, DisconnectDuringStartupIsSilentAndThePeerHearsOfIt)
+{
+    Pair p({}, {});
+    ConnectionId cid = 0;
+    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
+    auto req = p.server_log.wait(CmEventType::connect_request);
+    ASSERT_TRUE(req);
+    ASSERT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), 0);
+    EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), -ENOENT);
+    EXPECT_TRUE(p.server_log.wait(CmEventType::connect_error));
+    EXPECT_FALSE(p.client_log.next(200ms));
+}
+
 TEST(CmStartup, ConnectToAClosedPortIsRefused)
 {
     EventLog log;
