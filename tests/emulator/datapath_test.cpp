@@ -8,8 +8,8 @@ namespace {
 
 TEST(Datapath, SendSmall)
 {
-    LoopbackPair p;
     std::vector<uint8_t> src(100), dst(200, 0);
+    LoopbackPair p;
     fill_pattern(src, 1);
     auto* smr = p.a->reg(src.data(), src.size());
     auto* dmr = p.b->reg(dst.data(), dst.size());
@@ -41,8 +41,8 @@ class SizeTest : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(SizeTest, Send)
 {
     const uint32_t n = GetParam();
-    LoopbackPair p;
     std::vector<uint8_t> src(n + 1), dst(n + 1, 0xEE);
+    LoopbackPair p;
     fill_pattern(src, n);
     auto* smr = p.a->reg(src.data(), src.size());
     auto* dmr = p.b->reg(dst.data(), dst.size());
@@ -63,8 +63,8 @@ TEST_P(SizeTest, Send)
 TEST_P(SizeTest, WriteThenSend)
 {
     const uint32_t n = GetParam();
-    LoopbackPair p;
     std::vector<uint8_t> src(n + 1), dst(n + 1, 0xEE), tiny(4);
+    LoopbackPair p;
     fill_pattern(src, n + 7);
     auto* smr = p.a->reg(src.data(), src.size());
     auto* dmr = p.b->reg(dst.data(), dst.size());
@@ -90,8 +90,8 @@ TEST_P(SizeTest, WriteThenSend)
 TEST_P(SizeTest, Read)
 {
     const uint32_t n = GetParam();
-    LoopbackPair p;
     std::vector<uint8_t> remote(n + 1), local(n + 1, 0xEE);
+    LoopbackPair p;
     fill_pattern(remote, n + 3);
     auto* rmr = p.b->reg(remote.data(), remote.size());
     auto* lmr = p.a->reg(local.data(), local.size());
@@ -113,8 +113,8 @@ INSTANTIATE_TEST_SUITE_P(Sizes, SizeTest, ::testing::ValuesIn(kSizes));
 
 TEST(Datapath, SeveralSges)
 {
-    LoopbackPair p;
     std::vector<uint8_t> src(60000), dst(60000, 0), rd(60000, 0);
+    LoopbackPair p;
     fill_pattern(src, 11);
     auto* smr = p.a->reg(src.data(), src.size());
     auto* dmr = p.b->reg(dst.data(), dst.size());
@@ -206,8 +206,8 @@ TEST(Datapath, SolicitedEventNotification)
 
 TEST(Datapath, SendWithInvalidateAndLocalInvalidate)
 {
-    LoopbackPair p;
     std::vector<uint8_t> src(64), dst(64), target(64), mine(64);
+    LoopbackPair p;
     auto* smr = p.a->reg(src.data(), 64);
     auto* dmr = p.b->reg(dst.data(), 64);
     auto* tmr = p.b->reg(target.data(), 64);
@@ -240,9 +240,9 @@ TEST(Datapath, ReadsAtOrdAndIrdLimits)
     PairOptions o;
     o.ird = 128;
     o.ord = 128;
-    LoopbackPair p(o);
     constexpr int kReads = 200;  // > ORD: the TX stalls at 128 and resumes
     std::vector<uint8_t> remote(kReads * 100), local(kReads * 100, 0);
+    LoopbackPair p(o);
     fill_pattern(remote, 5);
     auto* rmr = p.b->reg(remote.data(), remote.size());
     auto* lmr = p.a->reg(local.data(), local.size());
@@ -261,8 +261,8 @@ TEST(Datapath, ReadsAtOrdAndIrdLimits)
 
 TEST(Datapath, WriteThenReadSameBufferIsOrdered)
 {
-    LoopbackPair p;
     std::vector<uint8_t> a(4096), back(4096), remote(4096, 0);
+    LoopbackPair p;
     fill_pattern(a, 3);
     auto* amr = p.a->reg(a.data(), 4096);
     auto* bmr = p.a->reg(back.data(), 4096);
@@ -354,11 +354,11 @@ TEST_P(Variants, AllOpcodes)
     o.rtr = v.rtr;
     o.proxy_chunk = v.proxy_chunk;
     o.mulpdu = v.mulpdu;
-    LoopbackPair p(o);
     const uint32_t sizes[] = {0, 1, 4095, 4096, 65535, 65536, 300000};
     size_t total = 0;
     for (uint32_t s : sizes) total += s;
     std::vector<uint8_t> src(total), dst(total, 0), wr(total, 0), rd(total, 0);
+    LoopbackPair p(o);
     fill_pattern(src, 77);
     auto* smr = p.a->reg(src.data(), total);
     auto* dmr = p.b->reg(dst.data(), total);
@@ -452,12 +452,13 @@ TEST(Datapath, ResponderSendsNothingBeforeFirstInboundFpdu)
     auto r = a.wait(a.rcq, 1);
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].wr_id, 5u);
+    EXPECT_EQ(b.wait(b.scq, 1).size(), 1u);  // b is done with buf before it goes
 }
 
 TEST(Datapath, GracefulDisconnectFlushesAndNotifies)
 {
-    LoopbackPair p;
     std::vector<uint8_t> dst(64);
+    LoopbackPair p;
     auto* dmr = p.b->reg(dst.data(), 64);
     auto* amr = p.a->reg(dst.data(), 64);
     ASSERT_EQ(p.b->post_recv(dst.data(), 64, dmr, 1), 0);
@@ -485,8 +486,8 @@ TEST(Datapath, PeerKilledMidTransferFlushesWithoutHang)
 {
     PairOptions o;
     o.proxy_chunk = 4096;
-    LoopbackPair p(o);
     std::vector<uint8_t> src(16 << 20), dst(16 << 20);
+    LoopbackPair p(o);
     auto* smr = p.a->reg(src.data(), src.size());
     auto* dmr = p.b->reg(dst.data(), dst.size());
     ASSERT_EQ(p.b->post_recv(dst.data(), static_cast<uint32_t>(dst.size()), dmr, 1), 0);

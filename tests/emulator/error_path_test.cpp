@@ -191,10 +191,10 @@ TEST(ErrorPath, ReadBeyondIrd)
     PairOptions o;
     o.ird = 1;
     o.ord = 8;
-    LoopbackPair p(o);
     // The peer promised IRD 1, we (wrongly) keep 8 in flight: the first Read
     // is large so the others arrive while its Response is still going out.
     std::vector<uint8_t> big(32 << 20), sink(32 << 20);
+    LoopbackPair p(o);
     auto* bmr = p.b->reg(big.data(), big.size());
     auto* smr = p.a->reg(sink.data(), sink.size());
     ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, sink.data(), static_cast<uint32_t>(big.size()), smr, 1,
