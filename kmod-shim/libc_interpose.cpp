@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
+#include <new>
 
 #include "kmod-shim/comp_channel.h"
 #include "kmod-shim/dev_nodes.h"
@@ -90,6 +91,21 @@ int fail(int err)
     return -1;
 }
 
+// The iwemu branches of the wrappers run C++ (strings, maps, the rdma_cm
+// emulation); an exception must not unwind into the application's libc call.
+template <typename F>
+auto guarded(F&& f) noexcept -> decltype(f())
+{
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        errno = ENOMEM;
+    } catch (...) {
+        errno = EIO;
+    }
+    return -1;
+}
+
 bool has_ucma() { return &ucma_open != nullptr; }
 
 // open()/openat() of a /dev/infiniband node; -2 means "not ours".
@@ -130,6 +146,15 @@ int stat_dev(const char* path, struct stat* st)
     return 0;
 }
 
+DevPath classify_guarded(const char* path) noexcept
+{
+    try {
+        return classify_dev_path(path);
+    } catch (...) {
+        return {};  // cannot even build the sysfs path: not ours
+    }
+}
+
 // Rewrites the result of a real fstat() on an fd the shim owns.
 void fix_fstat(int fd, struct stat* st)
 {
@@ -162,6 +187,14 @@ void release_fd(int fd)
     }
 }
 
+void release_guarded(int fd)
+{
+    guarded([fd] {
+        release_fd(fd);
+        return 0;
+    });
+}
+
 int open_mode_arg(int flags, va_list ap)
 {
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, int) : 0;
@@ -177,14 +210,17 @@ int socket(int domain, int type, int protocol)
         // Discovery is starting: register the provider first, then make
         // libibverbs/librdmacm fall back to SYSFS_PATH even on kernels
         // that have ib_core (kernel-surface.md §1.1 item 2, §6.2 item 1).
-        ensure_provider_loaded();
+        guarded([] {
+            ensure_provider_loaded();
+            return 0;
+        });
         return fail(EPROTONOSUPPORT);
     }
     return REAL(socket)(domain, type, protocol);
 }
 
 #define OPEN_BODY(realname, ...)                      \
-    int r = open_dev(path, flags);                    \
+    int r = guarded([&] { return open_dev(path, flags); }); \
     if (r != -2) return r;                            \
     return REAL(realname)(__VA_ARGS__)
 
@@ -231,7 +267,7 @@ int __openat_2(int dirfd, const char* path, int flags) { OPEN_BODY(__openat_2, d
 int __openat64_2(int dirfd, const char* path, int flags) { OPEN_BODY(__openat64_2, dirfd, path, flags); }
 
 #define STAT_BODY(realname, st, ...)                              \
-    int r = stat_dev(path, reinterpret_cast<struct stat*>(st));  \
+    int r = guarded([&] { return stat_dev(path, reinterpret_cast<struct stat*>(st)); }); \
     if (r != -2) return r;                                        \
     return REAL(realname)(__VA_ARGS__)
 
@@ -296,7 +332,7 @@ int statx(int dirfd, const char* path, int flags, unsigned int mask, struct stat
         if (e.kind == FdKind::uverbs_cmd) dev = {DevNode::uverbs, e.device};
         if (e.kind == FdKind::ucma) dev = {DevNode::rdma_cm, 0};
     } else {
-        dev = classify_dev_path(path);
+        dev = classify_guarded(path);
         if (dev.node == DevNode::rdma_cm && !has_ucma()) dev = {};
     }
     if (dev.node == DevNode::none) return REAL(statx)(dirfd, path, flags, mask, stx);
@@ -316,14 +352,14 @@ int statx(int dirfd, const char* path, int flags, unsigned int mask, struct stat
 
 int access(const char* path, int mode)
 {
-    DevPath dev = classify_dev_path(path);
+    DevPath dev = classify_guarded(path);
     if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
     return REAL(access)(path, mode);
 }
 
 int faccessat(int dirfd, const char* path, int mode, int flags)
 {
-    DevPath dev = classify_dev_path(path);
+    DevPath dev = classify_guarded(path);
     if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
     return REAL(faccessat)(dirfd, path, mode, flags);
 }
@@ -331,8 +367,8 @@ int faccessat(int dirfd, const char* path, int mode, int flags)
 ssize_t write(int fd, const void* buf, size_t len)
 {
     FdEntry e = fd_table_get(fd);
-    if (e.kind == FdKind::uverbs_cmd) return uverbs_write(fd, buf, len);
-    if (e.kind == FdKind::ucma && has_ucma()) return ucma_write(fd, buf, len);
+    if (e.kind == FdKind::uverbs_cmd) return guarded([&] { return uverbs_write(fd, buf, len); });
+    if (e.kind == FdKind::ucma && has_ucma()) return guarded([&] { return ucma_write(fd, buf, len); });
     return REAL(write)(fd, buf, len);
 }
 
@@ -348,19 +384,19 @@ int ioctl(int fd, unsigned long request, ...)
 
 int close(int fd)
 {
-    if (is_shim_fd(fd)) release_fd(fd);
+    if (is_shim_fd(fd)) release_guarded(fd);
     return REAL(close)(fd);
 }
 
 int dup2(int oldfd, int newfd)
 {
-    if (oldfd != newfd && is_shim_fd(newfd)) release_fd(newfd);
+    if (oldfd != newfd && is_shim_fd(newfd)) release_guarded(newfd);
     return REAL(dup2)(oldfd, newfd);
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
-    if (oldfd != newfd && is_shim_fd(newfd)) release_fd(newfd);
+    if (oldfd != newfd && is_shim_fd(newfd)) release_guarded(newfd);
     return REAL(dup3)(oldfd, newfd, flags);
 }
 

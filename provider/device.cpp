@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 
+#include "provider/abi_guard.h"
 #include "provider/provider.h"
 
 namespace iwemu::provider {
@@ -92,7 +93,7 @@ void free_context(ibv_context* ibctx)
 
 const verbs_context_ops kContextOps = [] {
     verbs_context_ops ops{};
-    ops.free_context = free_context;
+    ops.free_context = Guard<free_context>::call;
     return ops;
 }();
 
@@ -133,11 +134,11 @@ const verbs_device_ops kDeviceOps = {
     .match_max_abi_version = kAbiMax,
     .match_table = kMatchTable,
     .static_providers = nullptr,
-    .match_device = match_device,
-    .alloc_context = alloc_context,
+    .match_device = Guard<match_device>::call,
+    .alloc_context = Guard<alloc_context>::call,
     .import_context = nullptr,  // ibv_import_device: EOPNOTSUPP
-    .alloc_device = alloc_device,
-    .uninit_device = uninit_device,
+    .alloc_device = Guard<alloc_device>::call,
+    .uninit_device = Guard<uninit_device>::call,
 };
 
 __attribute__((constructor)) void register_driver() { verbs_register_driver_34(&kDeviceOps); }

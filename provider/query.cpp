@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "emulator/emulator.h"
+#include "provider/abi_guard.h"
 #include "provider/provider.h"
 
 namespace iwemu::provider {
@@ -89,8 +90,8 @@ int query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr)
 
 const verbs_context_ops kQueryOps = [] {
     verbs_context_ops ops{};
-    ops.query_device_ex = query_device_ex;
-    ops.query_port = query_port;
+    ops.query_device_ex = Guard<query_device_ex>::call;
+    ops.query_port = Guard<query_port>::call;
     return ops;
 }();
 

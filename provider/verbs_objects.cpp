@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "emulator/emulator.h"
+#include "provider/abi_guard.h"
 #include "provider/provider.h"
 
 namespace iwemu::provider {
@@ -626,28 +627,28 @@ void unregister_context(Context* ctx)
 
 const verbs_context_ops kObjectOps = [] {
     verbs_context_ops ops{};
-    ops.alloc_pd = alloc_pd;
-    ops.dealloc_pd = dealloc_pd;
-    ops.reg_mr = reg_mr;
-    ops.dereg_mr = dereg_mr;
-    ops.create_cq = create_cq;
-    ops.destroy_cq = destroy_cq;
-    ops.poll_cq = poll_cq;
-    ops.req_notify_cq = req_notify_cq;
-    ops.cq_event = cq_event;
-    ops.create_srq = create_srq;
-    ops.destroy_srq = destroy_srq;
-    ops.modify_srq = modify_srq;
-    ops.query_srq = query_srq;
-    ops.post_srq_recv = post_srq_recv;
-    ops.create_qp = create_qp;
-    ops.create_qp_ex = create_qp_ex;
-    ops.destroy_qp = destroy_qp;
-    ops.modify_qp = modify_qp;
-    ops.query_qp = query_qp;
-    ops.post_send = post_send;
-    ops.post_recv = post_recv;
-    ops.async_event = async_event;
+    ops.alloc_pd = Guard<alloc_pd>::call;
+    ops.dealloc_pd = Guard<dealloc_pd>::call;
+    ops.reg_mr = Guard<reg_mr>::call;
+    ops.dereg_mr = Guard<dereg_mr>::call;
+    ops.create_cq = Guard<create_cq>::call;
+    ops.destroy_cq = Guard<destroy_cq>::call;
+    ops.poll_cq = Guard<poll_cq>::call;
+    ops.req_notify_cq = Guard<req_notify_cq>::call;
+    ops.cq_event = Guard<cq_event>::call;
+    ops.create_srq = Guard<create_srq>::call;
+    ops.destroy_srq = Guard<destroy_srq>::call;
+    ops.modify_srq = Guard<modify_srq>::call;
+    ops.query_srq = Guard<query_srq>::call;
+    ops.post_srq_recv = Guard<post_srq_recv>::call;
+    ops.create_qp = Guard<create_qp>::call;
+    ops.create_qp_ex = Guard<create_qp_ex>::call;
+    ops.destroy_qp = Guard<destroy_qp>::call;
+    ops.modify_qp = Guard<modify_qp>::call;
+    ops.query_qp = Guard<query_qp>::call;
+    ops.post_send = Guard<post_send>::call;
+    ops.post_recv = Guard<post_recv>::call;
+    ops.async_event = Guard<async_event>::call;
     return ops;
 }();
 
