@@ -61,4 +61,15 @@ write("fuzz_fpdu_receiver", "V-F1-bad-crc", rx_input(bytes(bad)))
 for vid, off in (("V-M1", 0), ("V-M2", 0x1EC), ("V-M3", 500), ("V-M4", 992), ("V-M5", 1536)):
     write("fuzz_fpdu_receiver", vid, rx_input(vectors[vid], markers=True, offset=off))
 write("fuzz_fpdu_receiver", "short-limit", rx_input(vectors["V-F3"], max_len=32))
+
+# Round trip: options, then segments [ctl len_hi len_lo payload].
+def seg(ctl, payload):
+    return bytes([ctl]) + struct.pack(">H", len(payload)) + payload
+
+
+rt = seg(0x00, b"hello iWARP") + seg(0x01, bytes(range(16))) + seg(0x2B, bytes(600))
+write("fuzz_fpdu_roundtrip", "plain", bytes([0x01]) + struct.pack(">I", 0) + rt)
+write("fuzz_fpdu_roundtrip", "markers-500", bytes([0x03]) + struct.pack(">I", 500) + rt)
+write("fuzz_fpdu_roundtrip", "markers-chunk7", bytes([0x03 | 7 << 2]) + struct.pack(">I", 0xFFFFFE00) + rt)
+write("fuzz_fpdu_roundtrip", "crc-off-1octet", bytes([0x02 | 1 << 2]) + struct.pack(">I", 1536) + rt)
 print("corpus written:", len(vectors), "vectors")
