@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -120,6 +121,69 @@ void check_async_cq_overflow(ibv_context* ctx, ibv_pd* pd)
     }
     CHECK(ibv_destroy_qp(qp) == 0);
     CHECK(ibv_destroy_cq(tiny) == 0);
+}
+
+// Every destroy order of {PD, MR, channel, CQ, SRQ, QP} (all 720): each
+// destroy succeeds exactly when no live object depends on the target, and
+// answers EBUSY otherwise -- the rules ib_uverbs enforces with use counts.
+void check_destroy_orders(ibv_context* ctx)
+{
+    enum { PD, MR, CH, CQ, SRQ, QP, N };
+    // needs[a] = objects a depends on (a must go before them).
+    const std::vector<std::vector<int>> needs = {{}, {PD}, {}, {CH}, {PD}, {PD, CQ, SRQ}};
+    int order[N] = {0, 1, 2, 3, 4, 5};
+    static char buf[4096];
+    int permutations = 0, mismatches = 0;
+    do {
+        ibv_pd* pd = ibv_alloc_pd(ctx);
+        ibv_mr* mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : nullptr;
+        ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+        ibv_cq* cq = ch ? ibv_create_cq(ctx, 4, nullptr, ch, 0) : nullptr;
+        ibv_srq_init_attr sia{};
+        sia.attr = {4, 1, 0};
+        ibv_srq* srq = pd ? ibv_create_srq(pd, &sia) : nullptr;
+        ibv_qp_init_attr ia{};
+        ia.send_cq = cq;
+        ia.recv_cq = cq;
+        ia.srq = srq;
+        ia.qp_type = IBV_QPT_RC;
+        ia.cap = {2, 0, 1, 0, 0};
+        ibv_qp* qp = (pd && cq && srq) ? ibv_create_qp(pd, &ia) : nullptr;
+        if (!pd || !mr || !ch || !cq || !srq || !qp) {
+            CHECK(!"creating the object set");
+            return;
+        }
+        bool alive[N] = {true, true, true, true, true, true};
+        auto destroy = [&](int o) {
+            switch (o) {
+            case PD: return ibv_dealloc_pd(pd);
+            case MR: return ibv_dereg_mr(mr);
+            case CH: return ibv_destroy_comp_channel(ch);
+            case CQ: return ibv_destroy_cq(cq);
+            case SRQ: return ibv_destroy_srq(srq);
+            default: return ibv_destroy_qp(qp);
+            }
+        };
+        for (int left = N, pass = 0; left > 0 && pass < N; ++pass) {
+            for (int o : order) {
+                if (!alive[o]) continue;
+                bool busy = false;
+                for (int d = 0; d < N; ++d)
+                    for (int need : needs[d])
+                        if (alive[d] && need == o) busy = true;
+                const int rc = destroy(o);
+                if (rc != (busy ? EBUSY : 0)) ++mismatches;
+                if (rc == 0) {
+                    alive[o] = false;
+                    --left;
+                }
+            }
+        }
+        for (bool a : alive) CHECK(!a);
+        ++permutations;
+    } while (std::next_permutation(order, order + N) && mismatches == 0);
+    CHECK(permutations == 720);
+    CHECK(mismatches == 0);
 }
 
 }  // namespace
@@ -292,6 +356,7 @@ int main()
 
     // ---- async events ----
     check_async_cq_overflow(ctx, pd);
+    check_destroy_orders(ctx2);
 
     // ---- destroy: dependency rules, then several legal orders ----
     CHECK(ibv_destroy_cq(cq) == EBUSY);        // qp uses it
