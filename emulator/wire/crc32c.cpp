@@ -42,8 +42,21 @@ __attribute__((target("sse4.2"))) uint32_t crc_small_sse42(uint32_t reg, const u
     return r32;
 }
 
-const bool have_sse42 = __builtin_cpu_supports("sse4.2");
-const bool have_avx = __builtin_cpu_supports("avx");
+bool cpu_supports_sse42()
+{
+    __builtin_cpu_init();  // may run before libgcc's own constructor
+    return __builtin_cpu_supports("sse4.2");
+}
+
+bool cpu_supports_avx()
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx");
+}
+
+// Zero-initialised (false: ISA-L only) until this file's initialisers run.
+const bool have_sse42 = cpu_supports_sse42();
+const bool have_avx = cpu_supports_avx();
 
 // ISA-L's AVX-512 CRC kernel returns with the upper vector state dirty; the
 // legacy-SSE code that follows (our small copies) then stalls badly — it

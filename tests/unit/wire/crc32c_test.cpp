@@ -109,6 +109,24 @@ TEST(Crc32c, RandomLengthsAgreeWithReference)
     }
 }
 
+TEST(Crc32c, SmallPiecePathAgreesAtEveryLengthAndAlignment)
+{
+    // Pieces below 256 octets take the inline SSE4.2 path, larger ones ISA-L.
+    std::mt19937 rng(7306);
+    std::vector<uint8_t> buf(600);
+    for (auto& b : buf) b = static_cast<uint8_t>(rng());
+    for (size_t align = 0; align < 8; ++align)
+        for (size_t len = 0; len <= 300; ++len) {
+            const auto s = std::span<const uint8_t>(buf).subspan(align, len);
+            Crc32c c;
+            c.update(std::span<const uint8_t>(buf).first(3));  // non-initial register
+            c.update(s);
+            std::vector<uint8_t> joined(buf.begin(), buf.begin() + 3);
+            joined.insert(joined.end(), s.begin(), s.end());
+            ASSERT_EQ(c.value(), crc32c_bitwise(joined)) << "align " << align << " len " << len;
+        }
+}
+
 TEST(Crc32c, ResidueOverDataPlusFieldIsConstant)
 {
     for (const auto& v : crc_vectors()) {
