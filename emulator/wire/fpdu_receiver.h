@@ -6,6 +6,17 @@
 //                                 (skipped when empty)
 //   any state ─► error (sticky: no further FPDU is delivered, MPA-053)
 //
+//   state         leaves after                 to                 event
+//   ulpdu_length  2 octets, length valid       ddp_header         –
+//   ddp_header    14 (T=1) / 18 (T=0), DV = 1  payload|pad|crc    segment_header
+//   payload       ULPDU_Length − header        pad|crc            –
+//   pad           (4 − (2 + L) mod 4) mod 4    crc                –
+//   crc           4 octets, CRC (and markers)  ulpdu_length       segment_end
+//                 good
+//   marker        4 octets (stream offset      back to the state  –
+//                 ≡ 0 mod 512)                 it interrupted
+//   any           a check fails                error              error
+//
 // With markers on, a 4-octet marker interrupts whichever state is current
 // at every stream offset ≡ 0 (mod 512); it is stripped, checked (FPDUPTR vs
 // the ULPDU_Length chain, MPA-028/031) and covered by the CRC.
@@ -21,7 +32,7 @@
 //  staging chunk (headers, small payloads), then readv() the rest of a large
 //  payload into user memory and consume() it, then feed() again.
 //
-// Checks at this layer (codes in docs of each error below):
+// Checks at this layer:
 //  * ULPDU_Length smaller than the DDP header it announces, or larger than
 //    options.max_ulpdu_length: LLP/MPA/0x03 (what Linux siw sends for a short
 //    mpa_len, "FPDU start"; MPA-056 / decision 7).
