@@ -1,6 +1,11 @@
 #include "kmod-shim/ucma_cm_link.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <functional>
+#include <thread>
 #include <atomic>
 #include <mutex>
 #include <new>
@@ -119,6 +124,8 @@ bool on_connect_request(UcmaId& listener, const cm::CmEvent& ev) {
     return true;
 }
 
+bool retry_refused_locked(UcmaId& id, const cm::CmEvent& ev);  // below
+
 // Later events of one connection, for the id that owns it.  ucma_lock() held.
 void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
     UcmaEvent out;
@@ -144,7 +151,9 @@ void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
     }
     }
     bool terminal = ev.type != cm::CmEventType::established;
+    if (terminal && retry_refused_locked(id, ev)) return;
     if (terminal) {
+        id.connect_attempt.reset();
         ucma_conn_unbind(id.cm_connection);
         id.cm_connection = 0;
         if (id.state == CmIdState::connect) ucma_id_set_state(id, CmIdState::disconnect);
@@ -163,6 +172,87 @@ void ucma_cm_forget_after_fork() {
     // a parent thread at fork time.
     new (&cm_create_lock) std::mutex;
     cm_current.store(nullptr, std::memory_order_release);
+}
+
+namespace {
+
+constexpr int max_refused_retries = 6;  // 5+10+20+40+80+160 ms at most
+constexpr auto refused_retry_window = std::chrono::milliseconds(500);
+
+// Runs fn after delay on a short-lived thread that blocks every signal (the
+// application's SIGALRM must reach its own threads).
+void run_later(std::chrono::milliseconds delay, std::function<void()> fn) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    std::thread([delay, fn = std::move(fn)] {
+        std::this_thread::sleep_for(delay);
+        fn();
+    }).detach();
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// A refused TCP connect of an active id: try again shortly (see
+// ucma_start_connect) or give up.  ucma_lock() held; true if retrying.
+bool retry_refused_locked(UcmaId& id, const cm::CmEvent& ev) {
+    if (ev.type != cm::CmEventType::connection_refused || id.is_child || !id.connect_attempt) return false;
+    std::shared_ptr<ConnectAttempt> attempt = id.connect_attempt;
+    if (attempt->refused >= max_refused_retries ||
+        std::chrono::steady_clock::now() - attempt->started > refused_retry_window)
+        return false;
+    auto delay = std::chrono::milliseconds(5 << attempt->refused);
+    ++attempt->refused;
+    // The refusal may overtake ucma_start_connect storing this connection
+    // id: `ended` keeps it from storing a connection that is already over.
+    attempt->ended = ev.connection;
+    ucma_conn_unbind(id.cm_connection);
+    id.cm_connection = 0;
+    uint32_t handle = id.handle;
+    run_later(delay, [handle, attempt] {
+        if (int rc = ucma_start_connect(handle, attempt); rc < 0) {
+            std::lock_guard lock(ucma_lock());
+            UcmaId* id = ucma_id_find(handle);
+            if (!id || id->state != CmIdState::connect || id->connect_attempt != attempt) return;
+            ucma_id_set_state(*id, CmIdState::disconnect);
+            id->connect_attempt.reset();
+            UcmaEvent out;
+            out.handle = handle;
+            out.event = RDMA_CM_EVENT_REJECTED;
+            out.status = -ECONNREFUSED;
+            if (id->uid) id->file->push(out);
+        }
+    });
+    return true;
+}
+
+}  // namespace
+
+int ucma_start_connect(uint32_t handle, const std::shared_ptr<ConnectAttempt>& attempt) {
+    {
+        std::lock_guard lock(ucma_lock());
+        UcmaId* id = ucma_id_find(handle);
+        // Destroyed, disconnected or connected again meanwhile: nothing to do.
+        if (!id || id->state != CmIdState::connect || id->cm_connection ||
+            id->connect_attempt != attempt)
+            return 0;
+    }
+    cm::ConnectArgs args = attempt->args;
+    args.handler = [handle](const cm::CmEvent& ev) { ucma_on_cm_event(handle, ev); };
+    cm::ConnectionId conn = 0;
+    int rc = cm_instance().connect(args, &conn);
+    if (rc < 0) return rc;
+    std::unique_lock lock(ucma_lock());
+    UcmaId* id = ucma_id_find(handle);
+    if (id && id->state != CmIdState::destroying && id->connect_attempt == attempt) {
+        if (!id->cm_connection && id->state == CmIdState::connect && attempt->ended != conn) {
+            id->cm_connection = conn;
+            ucma_conn_bind(conn, handle);
+        }
+        return 0;
+    }
+    lock.unlock();
+    cm_instance().destroy(conn);  // the id went away while we were connecting
+    return 0;
 }
 
 uint8_t ucma_device_max_rd_atom() {

@@ -6,7 +6,10 @@
 // Nothing here is called with ucma_lock() held; the event handlers take it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "emulator/cm/connection_manager.h"
 
@@ -24,6 +27,22 @@ int ucma_cm_accept(cm::ConnectionId id, const cm::AcceptArgs& args);
 int ucma_cm_reject(cm::ConnectionId id, std::span<const uint8_t> private_data);
 int ucma_cm_disconnect(cm::ConnectionId id, cm::DisconnectMode mode);
 void ucma_cm_destroy(cm::ConnectionId id);
+
+// One rdma_connect: what it takes to start the TCP/MPA connect again.
+struct ConnectAttempt {
+    cm::ConnectArgs args;               // args.private_data points into private_data
+    std::vector<uint8_t> private_data;
+    int refused = 0;                    // TCP connects refused so far
+    uint64_t ended = 0;                 // last CM connection id whose outcome arrived
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+// Starts the connect of the active id `handle` (state connect).  0 or
+// -errno; the outcome arrives as a CM event.  A refused TCP connect is
+// tried again for a short while before REJECTED is reported: programs such
+// as qperf publish their port between rdma_bind_addr and rdma_listen, a
+// window the kernel's slower connect path hides.
+int ucma_start_connect(uint32_t handle, const std::shared_ptr<ConnectAttempt>& attempt);
 
 // fork(): the child gets a CM of its own on next use (the parent's CM
 // thread does not exist there).  Called in the child, single-threaded.

@@ -407,8 +407,9 @@ int cmd_connect(Ctx& c) {
     rdma_ucm_connect cmd;
     if (int rc = read_cmd(c.in, c.in_len, &cmd, offsetof(rdma_ucm_connect, ece)); rc < 0) return rc;
     if (!cmd.conn_param.valid) return -EINVAL;
+    auto attempt = std::make_shared<ConnectAttempt>();
+    cm::ConnectArgs& args = attempt->args;
     uint32_t handle;
-    cm::ConnectArgs args;
     {
         Lock lock(ucma_lock());
         UcmaId* id = ucma_id_find_on(c.file.get(), cmd.id);
@@ -416,6 +417,7 @@ int cmd_connect(Ctx& c) {
         if (!ucma_id_set_state(*id, CmIdState::connect)) return -EINVAL;
         id->has_iw_cm_id = true;
         id->qp_num = cmd.conn_param.qp_num & 0xFFFFFF;
+        id->connect_attempt = attempt;
         handle = id->handle;
         args.remote = id->dst;
         if (!is_wildcard(id->src)) {
@@ -430,31 +432,19 @@ int cmd_connect(Ctx& c) {
     }
     int rc = ucma_qp_endpoint(cmd.conn_param.qp_num & 0xFFFFFF, &args.endpoint);
     if (rc == 0) {
-        args.private_data = private_data_of(cmd.conn_param);
+        auto pd = private_data_of(cmd.conn_param);
+        attempt->private_data.assign(pd.begin(), pd.end());
+        args.private_data = attempt->private_data;
         args.ird = cmd.conn_param.responder_resources;
         args.ord = cmd.conn_param.initiator_depth;
-        args.handler = [handle](const cm::CmEvent& ev) { ucma_on_cm_event(handle, ev); };
-        cm::ConnectionId conn = 0;
-        rc = ucma_cm_connect(args, &conn);
-        if (rc == 0) {
-            Lock lock(ucma_lock());
-            UcmaId* id = ucma_id_find(handle);
-            if (id && id->state != CmIdState::destroying) {
-                if (!id->cm_connection && id->state == CmIdState::connect) {
-                    id->cm_connection = conn;
-                    ucma_conn_bind(conn, handle);
-                }
-                return 0;
-            }
-            lock.unlock();
-            ucma_cm_destroy(conn);  // the id went away while we were connecting
-            return 0;
-        }
+        rc = ucma_start_connect(handle, attempt);
+        if (rc == 0) return 0;
     }
     Lock lock(ucma_lock());
     if (UcmaId* id = ucma_id_find(handle); id && id->state == CmIdState::connect) {
         ucma_id_set_state(*id, CmIdState::route_resolved);
         id->has_iw_cm_id = false;
+        id->connect_attempt.reset();
     }
     return rc;
 }

@@ -19,6 +19,7 @@
 namespace iwemu::shim {
 
 struct UcmaFile;
+struct ConnectAttempt;
 
 // == enum rdma_cm_state (cma_priv.h), same meaning per name.
 enum class CmIdState : uint8_t {
@@ -68,6 +69,7 @@ struct UcmaId {
     uint64_t cm_listener = 0;   // cm::ListenerId
     uint64_t cm_connection = 0; // cm::ConnectionId
     uint32_t qp_num = 0;        // QP bound by CONNECT / ACCEPT
+    std::shared_ptr<ConnectAttempt> connect_attempt;  // active: for retries of a refused connect
 };
 
 // The one process-wide lock of the rdma_cm emulation.
