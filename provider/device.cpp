@@ -103,6 +103,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* private_data)
         ibdev, cmd_fd, sizeof(Context), reinterpret_cast<verbs_context*>(offsetof(Context, vctx)), kIwemuDriverId));
     if (!ctx) return nullptr;
     ctx->async_writer = -1;
+    ctx->objects = nullptr;
 
     // The async event file: libibverbs would otherwise ask the kernel for
     // one (ASYNC_EVENT/ALLOC ioctl) and fail the open.  SEQPACKET keeps the

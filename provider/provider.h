@@ -17,11 +17,15 @@ struct Device {
     int gid_count = 1;      // files in <ibdev>/ports/1/gids; == port gid_tbl_len
 };
 
+struct ContextObjects;
+
+// Allocated (zeroed) by libibverbs; fields are set in alloc_context.
 struct Context {
     // libibverbs locates the verbs_context inside this allocation through the
     // offset passed to _verbs_init_and_alloc_context; ibv_context is its tail.
     verbs_context vctx;
-    int async_writer = -1;  // our end of the SOCK_SEQPACKET pair whose other end is context.async_fd
+    int async_writer;          // our end of the SOCK_SEQPACKET pair whose other end is context.async_fd
+    ContextObjects* objects;   // what the context owns, destroyed when it is closed (verbs_objects.cpp)
 };
 
 inline Device* to_device(ibv_device* dev) { return reinterpret_cast<Device*>(dev); }
@@ -35,8 +39,9 @@ inline Context* to_context(ibv_context* ctx)
 // blocks, never raises SIGPIPE).  element: ibv_qp*/ibv_cq*/ibv_srq* or port.
 void post_async_event(Context* ctx, uint64_t element, ibv_event_type type);
 
-// Async event routing (verbs_objects.cpp): a context receives the events of
-// the objects it created, and every port/device event.
+// Context bookkeeping (verbs_objects.cpp): a context receives the async
+// events of the objects it created and every port/device event; closing it
+// destroys what the application left, as closing a uverbs file does.
 void register_context(Context* ctx);
 void unregister_context(Context* ctx);
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <memory>
 #include <new>
+#include <unordered_set>
 #include <vector>
 
 #include "emulator/emulator.h"
@@ -95,6 +96,37 @@ struct Qp {
     QueuePair* emu;
 };
 
+}  // namespace
+
+// Objects a context created and has not destroyed.  Touched only on the
+// create/destroy paths, never on the data path.
+struct ContextObjects {
+    std::mutex lock;
+    std::unordered_set<Pd*> pds;
+    std::unordered_set<Mr*> mrs;
+    std::unordered_set<Cq*> cqs;
+    std::unordered_set<Srq*> srqs;
+    std::unordered_set<Qp*> qps;
+};
+
+namespace {
+
+template <typename T>
+void track(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*set, T* obj)
+{
+    ContextObjects* objs = to_context(ctx)->objects;
+    std::lock_guard lock(objs->lock);
+    (objs->*set).insert(obj);
+}
+
+template <typename T>
+void untrack(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*set, T* obj)
+{
+    ContextObjects* objs = to_context(ctx)->objects;
+    std::lock_guard lock(objs->lock);
+    (objs->*set).erase(obj);
+}
+
 Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
@@ -157,7 +189,7 @@ int detach_and_destroy(EmuObject* obj, Provider* mine, Destroy destroy)
 
 // ---- PD ------------------------------------------------------------------
 
-ibv_pd* alloc_pd(ibv_context*)
+ibv_pd* alloc_pd(ibv_context* ctx)
 {
     auto* pd = static_cast<Pd*>(calloc(1, sizeof(Pd)));
     if (!pd) return fail<ibv_pd>(ENOMEM);
@@ -167,6 +199,7 @@ ibv_pd* alloc_pd(ibv_context*)
     }
     pd->emu->user_context = pd;
     pd->ibv.handle = pd->emu->handle();
+    track(ctx, &ContextObjects::pds, pd);
     return &pd->ibv;
 }
 
@@ -174,6 +207,7 @@ int dealloc_pd(ibv_pd* ibpd)
 {
     Pd* pd = to_pd(ibpd);
     if (int err = emu().dealloc_pd(pd->emu)) return err;
+    untrack(ibpd->context, &ContextObjects::pds, pd);
     free(pd);
     return 0;
 }
@@ -199,6 +233,7 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
     mr->vmr.ibv_mr.lkey = mr->emu->lkey();
     mr->vmr.ibv_mr.rkey = mr->emu->rkey();
     mr->vmr.ibv_mr.handle = mr->emu->stag();
+    track(ibpd->context, &ContextObjects::mrs, mr);
     return &mr->vmr.ibv_mr;  // libibverbs fills context, pd, addr, length
 }
 
@@ -206,6 +241,7 @@ int dereg_mr(verbs_mr* vmr)
 {
     Mr* mr = reinterpret_cast<Mr*>(vmr);
     if (int err = emu().dereg_mr(mr->emu)) return err;
+    untrack(vmr->ibv_mr.context, &ContextObjects::mrs, mr);
     free(mr);
     return 0;
 }
@@ -255,6 +291,7 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
             send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
         });
     }
+    track(ctx, &ContextObjects::cqs, cq);
     return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
 }
 
@@ -263,6 +300,7 @@ int destroy_cq(ibv_cq* ibcq)
     Cq* cq = to_cq(ibcq);
     if (int err = detach_and_destroy(cq->emu, cq, [](CompletionQueue* c) { return emu().destroy_cq(c); }))
         return err;
+    untrack(ibcq->context, &ContextObjects::cqs, cq);
     cq->~Cq();
     free(cq);
     return 0;
@@ -336,6 +374,7 @@ ibv_srq* create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init)
         init->attr.max_sge = granted.max_sge;
     }
     srq->ibv.handle = 0;
+    track(ibpd->context, &ContextObjects::srqs, srq);
     return &srq->ibv;  // libibverbs fills context, srq_context, pd, mutex/cond
 }
 
@@ -344,6 +383,7 @@ int destroy_srq(ibv_srq* ibsrq)
     Srq* srq = to_srq(ibsrq);
     if (int err = detach_and_destroy(srq->emu, srq, [](SharedReceiveQueue* q) { return emu().destroy_srq(q); }))
         return err;
+    untrack(ibsrq->context, &ContextObjects::srqs, srq);
     free(srq);
     return 0;
 }
@@ -441,6 +481,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* ibpd, ibv_qp_init_attr* init)
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
     qp->vqp.comp_mask = 0;  // no ibv_qp_ex post API: ibv_qp_to_qp_ex() says so
+    track(ctx, &ContextObjects::qps, qp);
     return &q;
 }
 
@@ -468,6 +509,7 @@ int destroy_qp(ibv_qp* ibqp)
 {
     Qp* qp = to_qp(ibqp);
     if (int err = detach_and_destroy(qp->emu, qp, [](QueuePair* q) { return emu().destroy_qp(q); })) return err;
+    untrack(ibqp->context, &ContextObjects::qps, qp);
     pthread_cond_destroy(&ibqp->cond);
     pthread_mutex_destroy(&ibqp->mutex);
     free(qp);
@@ -614,15 +656,48 @@ void register_context(Context* ctx)
 {
     static std::once_flag once;
     std::call_once(once, [] { emu().set_async_event_handler(on_async_event); });
+    ctx->objects = new ContextObjects;
     std::lock_guard lock(g_contexts_lock);
     contexts().push_back(ctx);
 }
 
 void unregister_context(Context* ctx)
 {
-    std::lock_guard lock(g_contexts_lock);
-    auto& list = contexts();
-    list.erase(std::remove(list.begin(), list.end(), ctx), list.end());
+    {
+        std::lock_guard lock(g_contexts_lock);
+        auto& list = contexts();
+        list.erase(std::remove(list.begin(), list.end(), ctx), list.end());
+    }
+    ContextObjects* objs = ctx->objects;
+    if (!objs) return;
+    ctx->objects = nullptr;
+    // What the application left behind goes as it would with the kernel's
+    // uverbs file: QPs first (their connections are aborted), then what
+    // they used.  The ibv_* handles the application may still hold die here.
+    for (Qp* qp : objs->qps) {
+        detach_and_destroy(qp->emu, qp, [](QueuePair* q) { return emu().destroy_qp(q); });
+        pthread_cond_destroy(&qp->vqp.qp.cond);
+        pthread_mutex_destroy(&qp->vqp.qp.mutex);
+        free(qp);
+    }
+    for (Srq* srq : objs->srqs) {
+        detach_and_destroy(srq->emu, srq, [](SharedReceiveQueue* q) { return emu().destroy_srq(q); });
+        free(srq);
+    }
+    for (Cq* cq : objs->cqs) {
+        detach_and_destroy(cq->emu, cq, [](CompletionQueue* c) { return emu().destroy_cq(c); });
+        cq->~Cq();
+        free(cq);
+    }
+    for (Mr* mr : objs->mrs) {
+        emu().dereg_mr(mr->emu);
+        free(mr);
+    }
+    for (Pd* pd : objs->pds) {
+        emu().dealloc_pd(pd->emu);
+        free(pd);
+    }
+    delete objs;
 }
 
 const verbs_context_ops kObjectOps = [] {

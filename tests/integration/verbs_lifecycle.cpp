@@ -395,6 +395,26 @@ int main()
     CHECK(ibv_destroy_cq(cq2) == 0);
     CHECK(ibv_destroy_comp_channel(ch2) == 0);
 
+    // Closing a context with live objects destroys them, as closing the
+    // uverbs file does in the kernel.
+    ibv_context* ctx3 = ibv_open_device(dev);
+    REQUIRE(ctx3);
+    ibv_pd* pd3 = ibv_alloc_pd(ctx3);
+    ibv_cq* cq3 = ibv_create_cq(ctx3, 8, nullptr, nullptr, 0);
+    REQUIRE(pd3 && cq3);
+    ibv_srq_init_attr sia3{};
+    sia3.attr = {4, 1, 0};
+    ibv_srq* srq3 = ibv_create_srq(pd3, &sia3);
+    ibv_qp_init_attr ia3{};
+    ia3.send_cq = cq3;
+    ia3.recv_cq = cq3;
+    ia3.srq = srq3;
+    ia3.qp_type = IBV_QPT_RC;
+    ia3.cap = {4, 0, 1, 0, 0};
+    CHECK(srq3 && ibv_create_qp(pd3, &ia3) != nullptr);
+    CHECK(ibv_reg_mr(pd3, buf.data(), 4096, IBV_ACCESS_LOCAL_WRITE) != nullptr);
+    CHECK(ibv_close_device(ctx3) == 0);
+
     CHECK(ibv_close_device(ctx2) == 0);
     CHECK(ibv_close_device(ctx) == 0);
     ibv_free_device_list(list);
