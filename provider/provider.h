@@ -47,6 +47,9 @@ void unregister_context(Context* ctx);
 
 // Operation tables installed by alloc_context (one per file).
 extern const verbs_context_ops kQueryOps;
-extern const verbs_context_ops kObjectOps;
+extern const verbs_context_ops kPdMrOps;
+extern const verbs_context_ops kCqOps;
+extern const verbs_context_ops kSrqOps;
+extern const verbs_context_ops kQpOps;
 
 }  // namespace iwemu::provider

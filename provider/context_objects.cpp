@@ -1,0 +1,105 @@
+// Contexts as the provider tracks them: async event routing (a context
+// receives the events of the objects it created, and every port/device
+// event) and the objects a context owns, destroyed when it is closed.
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "provider/objects.h"
+
+namespace iwemu::provider {
+
+std::mutex& routing_lock()
+{
+    static auto* lock = new std::mutex;  // used from emulator threads until exit
+    return *lock;
+}
+
+namespace {
+
+std::vector<Context*>& contexts()
+{
+    static auto* list = new std::vector<Context*>;
+    return *list;
+}
+
+ibv_context* owner_of(const AsyncEvent& ev)
+{
+    if (ev.qp && ev.qp->user_context) return static_cast<Qp*>(ev.qp->user_context)->vqp.qp.context;
+    if (ev.cq && ev.cq->user_context) return static_cast<Cq*>(ev.cq->user_context)->ibv.context;
+    if (ev.srq && ev.srq->user_context) return static_cast<Srq*>(ev.srq->user_context)->ibv.context;
+    return nullptr;
+}
+
+void on_async_event(const AsyncEvent& ev)
+{
+    const auto type = static_cast<ibv_event_type>(ev.type);
+    std::lock_guard lock(routing_lock());
+    ibv_context* owner = owner_of(ev);
+    // Objects go before their context; still, never write an event to the
+    // async fd of a context that is closed.
+    if (owner && std::find(contexts().begin(), contexts().end(), to_context(owner)) == contexts().end()) return;
+    if (owner) {
+        uint64_t element = ev.qp   ? reinterpret_cast<uintptr_t>(&static_cast<Qp*>(ev.qp->user_context)->vqp.qp)
+                           : ev.cq ? reinterpret_cast<uintptr_t>(&static_cast<Cq*>(ev.cq->user_context)->ibv)
+                                   : reinterpret_cast<uintptr_t>(&static_cast<Srq*>(ev.srq->user_context)->ibv);
+        post_async_event(to_context(owner), element, type);
+        return;
+    }
+    if (ev.qp || ev.cq || ev.srq) return;  // object not (or no longer) exposed
+    for (Context* ctx : contexts()) post_async_event(ctx, ev.port_num, type);  // port / device events
+}
+
+}  // namespace
+
+void register_context(Context* ctx)
+{
+    static std::once_flag once;
+    std::call_once(once, [] { emu().set_async_event_handler(on_async_event); });
+    ctx->objects = new ContextObjects;
+    std::lock_guard lock(routing_lock());
+    contexts().push_back(ctx);
+}
+
+void unregister_context(Context* ctx)
+{
+    {
+        std::lock_guard lock(routing_lock());
+        auto& list = contexts();
+        list.erase(std::remove(list.begin(), list.end(), ctx), list.end());
+    }
+    ContextObjects* objs = ctx->objects;
+    if (!objs) return;
+    ctx->objects = nullptr;
+    // What the application left behind goes as it would with the kernel's
+    // uverbs file: QPs first (their connections are aborted), then what
+    // they used.  The ibv_* handles the application may still hold die here.
+    for (Qp* qp : objs->qps) {
+        detach_and_destroy(qp->emu, qp, [](QueuePair* q) { return emu().destroy_qp(q); });
+        pthread_cond_destroy(&qp->vqp.qp.cond);
+        pthread_mutex_destroy(&qp->vqp.qp.mutex);
+        free(qp);
+    }
+    for (Srq* srq : objs->srqs) {
+        detach_and_destroy(srq->emu, srq, [](SharedReceiveQueue* q) { return emu().destroy_srq(q); });
+        free(srq);
+    }
+    for (Cq* cq : objs->cqs) {
+        detach_and_destroy(cq->emu, cq, [](CompletionQueue* c) { return emu().destroy_cq(c); });
+        cq->~Cq();
+        free(cq);
+    }
+    for (Mr* mr : objs->mrs) {
+        emu().dereg_mr(mr->emu);
+        free(mr);
+    }
+    for (Pd* pd : objs->pds) {
+        emu().dealloc_pd(pd->emu);
+        free(pd);
+    }
+    delete objs;
+}
+
+}  // namespace iwemu::provider

@@ -1,0 +1,138 @@
+// Completion queues and their completion channels.
+#include <dlfcn.h>
+#include <endian.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include "provider/abi_guard.h"
+#include "provider/objects.h"
+
+namespace iwemu::provider {
+namespace {
+
+using ChannelSenderFn = int (*)(int);
+
+// The shim owns completion channels (it answered CREATE_COMP_CHANNEL); it
+// is preloaded, so its symbol is in the global scope (kernel-surface §7.3.30).
+int channel_sender_for(ibv_comp_channel* channel)
+{
+    static auto fn = reinterpret_cast<ChannelSenderFn>(dlsym(RTLD_DEFAULT, "iwemu_shim_comp_channel_sender"));
+    if (!fn) {
+        errno = EINVAL;
+        return -1;
+    }
+    return fn(channel->fd);
+}
+
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
+{
+    if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<ibv_cq>(EINVAL);
+    std::shared_ptr<ChannelSender> sender;
+    if (channel) {
+        int fd = channel_sender_for(channel);
+        if (fd < 0) return fail<ibv_cq>(errno);
+        sender = std::make_shared<ChannelSender>(fd);
+    }
+    auto* mem = calloc(1, sizeof(Cq));
+    if (!mem) return fail<ibv_cq>(ENOMEM);
+    auto* cq = new (mem) Cq{};
+    if (int err = emu().create_cq(static_cast<uint32_t>(cqe), &cq->emu)) {
+        cq->~Cq();
+        free(cq);
+        return fail<ibv_cq>(err);
+    }
+    cq->emu->user_context = cq;
+    cq->ibv.cqe = static_cast<int>(cq->emu->capacity());
+    cq->ibv.handle = 0;
+    if (sender) {
+        // One 8-byte ib_uverbs_comp_event_desc per armed completion; the
+        // element is the ibv_cq* ibv_get_cq_event hands back.
+        cq->sender = sender;
+        const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
+        cq->emu->set_event_handler([sender = std::move(sender), handle] {
+            send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
+        });
+    }
+    track(ctx, &ContextObjects::cqs, cq);
+    return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
+}
+
+int destroy_cq(ibv_cq* ibcq)
+{
+    Cq* cq = to_cq(ibcq);
+    if (int err = detach_and_destroy(cq->emu, cq, [](CompletionQueue* c) { return emu().destroy_cq(c); }))
+        return err;
+    untrack(ibcq->context, &ContextObjects::cqs, cq);
+    cq->~Cq();
+    free(cq);
+    return 0;
+}
+
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc)
+{
+    constexpr int kBatch = 16;
+    Completion c[kBatch];
+    int total = 0;
+    while (total < num_entries) {
+        const int n = to_cq(ibcq)->emu->poll(c, std::min(kBatch, num_entries - total));
+        for (int i = 0; i < n; ++i) {
+            ibv_wc& w = wc[total + i];
+            w.wr_id = c[i].wr_id;
+            w.status = static_cast<ibv_wc_status>(c[i].status);
+            w.opcode = static_cast<ibv_wc_opcode>(c[i].opcode);
+            w.vendor_err = c[i].vendor_err;
+            w.byte_len = c[i].byte_len;
+            if (c[i].wc_flags & wc_with_imm)
+                w.imm_data = htobe32(c[i].imm_data_or_inv_rkey);
+            else
+                w.invalidated_rkey = c[i].imm_data_or_inv_rkey;
+            w.qp_num = c[i].qp_num;
+            w.src_qp = c[i].src_qp;
+            w.wc_flags = c[i].wc_flags;
+            w.pkey_index = 0;
+            w.slid = 0;
+            w.sl = 0;
+            w.dlid_path_bits = 0;
+        }
+        total += n;
+        if (n < kBatch) break;
+    }
+    return total;
+}
+
+// Arming a CQ that already holds completions signals at once, as RNICs do
+// (the arm compares against the consumer index): the usual "wait, re-arm,
+// poll a batch, wait" loop would otherwise sleep on completions that are
+// already there.  A completion racing with the arm can cost one spurious
+// event, never a lost one.
+int req_notify_cq(ibv_cq* ibcq, int solicited_only)
+{
+    Cq* cq = to_cq(ibcq);
+    const bool next = solicited_only == 0;
+    if (next && cq->sender && cq->emu->size() > 0) {
+        cq->notify();
+        return 0;
+    }
+    if (int err = cq->emu->req_notify(!next)) return err;
+    if (next && cq->sender && cq->emu->size() > 0) cq->notify();
+    return 0;
+}
+
+
+void cq_event(ibv_cq*) {}  // libibverbs counts the events (ibv_ack_cq_events)
+
+}  // namespace
+
+const verbs_context_ops kCqOps = [] {
+    verbs_context_ops ops{};
+    ops.create_cq = Guard<create_cq>::call;
+    ops.destroy_cq = Guard<destroy_cq>::call;
+    ops.poll_cq = Guard<poll_cq>::call;
+    ops.req_notify_cq = Guard<req_notify_cq>::call;
+    ops.cq_event = Guard<cq_event>::call;
+    return ops;
+}();
+
+}  // namespace iwemu::provider

@@ -1,0 +1,178 @@
+// Internal to the provider: the structs behind the ibv_* objects handed to
+// libibverbs, the per-context object registry, and helpers shared by the
+// files implementing the verbs (pd_mr.cpp, cq.cpp, srq.cpp, qp.cpp,
+// context_objects.cpp).  Each ibv_* object is the head of a provider struct
+// that points at the emulator object; the emulator object's user_context
+// points back.  Conversions are field copies: the emulator's enums carry the
+// ibv_* numeric values (checked below).  Nothing reaches the kernel.
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+
+#include "emulator/emulator.h"
+#include "provider/provider.h"
+
+namespace iwemu::provider {
+
+// ---- 1:1 value checks (emulator/verbs_types.h promises ibv_* numbers) ----
+static_assert(static_cast<int>(WcStatus::wr_flush_err) == IBV_WC_WR_FLUSH_ERR);
+static_assert(static_cast<int>(WcStatus::general_err) == IBV_WC_GENERAL_ERR);
+static_assert(static_cast<int>(WcOpcode::recv) == IBV_WC_RECV);
+static_assert(static_cast<int>(WcOpcode::rdma_read) == IBV_WC_RDMA_READ);
+static_assert(static_cast<int>(WrOpcode::send_with_inv) == IBV_WR_SEND_WITH_INV);
+static_assert(static_cast<int>(WrOpcode::rdma_read) == IBV_WR_RDMA_READ);
+static_assert(send_signaled == IBV_SEND_SIGNALED && send_inline == IBV_SEND_INLINE);
+static_assert(access_remote_read == IBV_ACCESS_REMOTE_READ && access_zero_based == IBV_ACCESS_ZERO_BASED);
+static_assert(static_cast<int>(QpState::err) == IBV_QPS_ERR);
+static_assert(qp_attr_cap == IBV_QP_CAP && qp_attr_dest_qpn == IBV_QP_DEST_QPN);
+static_assert(static_cast<int>(AsyncEventType::gid_change) == IBV_EVENT_GID_CHANGE);
+static_assert(wc_with_inv == IBV_WC_WITH_INV && wc_with_imm == IBV_WC_WITH_IMM);
+static_assert(srq_attr_limit == IBV_SRQ_LIMIT);
+// ibv_sge is passed to the emulator as is.
+static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey) &&
+              offsetof(Sge, length) == offsetof(ibv_sge, length));
+
+inline Emulator& emu() { return Emulator::instance(); }
+
+// Returns a verbs-style result: 0, or a positive errno also left in errno
+// for the NULL-returning constructors.
+template <typename T>
+inline T* fail(int err)
+{
+    errno = err;
+    return nullptr;
+}
+
+struct Pd {
+    ibv_pd ibv;
+    ProtectionDomain* emu;
+};
+struct Mr {
+    verbs_mr vmr;
+    MemoryRegion* emu;
+};
+// Our end of a completion channel.  Owned by the CQ's event handler (and
+// any copy of it an emulator thread is still running), so the fd is closed
+// only when no handler can write to it any more: never a write to a reused
+// fd number after destroy_cq.
+struct ChannelSender {
+    explicit ChannelSender(int f) : fd(f) {}
+    ChannelSender(const ChannelSender&) = delete;
+    ChannelSender& operator=(const ChannelSender&) = delete;
+    ~ChannelSender() { close(fd); }
+    const int fd;
+};
+
+struct Cq {
+    ibv_cq ibv;
+    CompletionQueue* emu;
+    std::shared_ptr<ChannelSender> sender;  // null without a completion channel
+
+    void notify() const
+    {
+        const uint64_t handle = reinterpret_cast<uintptr_t>(&ibv);
+        send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+};
+
+struct Srq {
+    ibv_srq ibv;
+    SharedReceiveQueue* emu;
+};
+struct Qp {
+    verbs_qp vqp;
+    QueuePair* emu;
+};
+
+// Objects a context created and has not destroyed.  Touched only on the
+// create/destroy paths, never on the data path.
+struct ContextObjects {
+    std::mutex lock;
+    std::unordered_set<Pd*> pds;
+    std::unordered_set<Mr*> mrs;
+    std::unordered_set<Cq*> cqs;
+    std::unordered_set<Srq*> srqs;
+    std::unordered_set<Qp*> qps;
+};
+
+template <typename T>
+inline void track(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*set, T* obj)
+{
+    ContextObjects* objs = to_context(ctx)->objects;
+    std::lock_guard lock(objs->lock);
+    (objs->*set).insert(obj);
+}
+
+template <typename T>
+inline void untrack(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*set, T* obj)
+{
+    ContextObjects* objs = to_context(ctx)->objects;
+    std::lock_guard lock(objs->lock);
+    (objs->*set).erase(obj);
+}
+
+inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+
+// Serialises async event routing against object destruction and context
+// close (context_objects.cpp).
+std::mutex& routing_lock();
+
+// Destroys an emulator object that may raise async events: unlinked from
+// its provider struct first (under the routing lock), so an event racing
+// with the destroy finds no owner instead of a freed struct; relinked if
+// the emulator refuses (EBUSY).
+template <typename EmuObject, typename Provider, typename Destroy>
+inline int detach_and_destroy(EmuObject* obj, Provider* mine, Destroy destroy)
+{
+    {
+        std::lock_guard lock(routing_lock());
+        obj->user_context = nullptr;
+    }
+    int err = destroy(obj);
+    if (err) {
+        std::lock_guard lock(routing_lock());
+        obj->user_context = mine;
+    }
+    return err;
+}
+
+// Receive WRs go to the emulator in stack batches: no allocation on the
+// data path.  *bad names the first WR not posted.
+template <typename PostFn>
+inline int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad, PostFn post)
+{
+    constexpr size_t kBatch = 32;
+    RecvWr batch[kBatch];
+    ibv_recv_wr* src[kBatch];
+    while (wr) {
+        size_t n = 0;
+        for (; wr && n < kBatch; wr = wr->next, ++n) {
+            src[n] = wr;
+            batch[n].wr_id = wr->wr_id;
+            batch[n].sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
+            batch[n].num_sge = static_cast<uint32_t>(wr->num_sge);
+            if (wr->num_sge < 0) {
+                *bad = wr;
+                return EINVAL;
+            }
+        }
+        size_t failed = 0;
+        if (int err = post(batch, n, &failed)) {
+            *bad = src[std::min(failed, n - 1)];
+            return err;
+        }
+    }
+    return 0;
+}
+
+}  // namespace iwemu::provider
