@@ -1,7 +1,7 @@
 // The iwemu libibverbs provider: what libibverbs sees of a device and of an
 // open context.  Objects handed to libibverbs (ibv_pd, ibv_mr, ibv_cq,
 // ibv_qp, ibv_srq) are the first member of a provider struct that points at
-// the emulator object behind it (verbs_objects.cpp).
+// the emulator object behind it (objects.h).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ struct Context {
     // offset passed to _verbs_init_and_alloc_context; ibv_context is its tail.
     verbs_context vctx;
     int async_writer;          // our end of the SOCK_SEQPACKET pair whose other end is context.async_fd
-    ContextObjects* objects;   // what the context owns, destroyed when it is closed (verbs_objects.cpp)
+    ContextObjects* objects;   // what the context owns, destroyed when it is closed (context_objects.cpp)
 };
 
 inline Device* to_device(ibv_device* dev) { return reinterpret_cast<Device*>(dev); }
@@ -39,7 +39,7 @@ inline Context* to_context(ibv_context* ctx)
 // blocks, never raises SIGPIPE).  element: ibv_qp*/ibv_cq*/ibv_srq* or port.
 void post_async_event(Context* ctx, uint64_t element, ibv_event_type type);
 
-// Context bookkeeping (verbs_objects.cpp): a context receives the async
+// Context bookkeeping (context_objects.cpp): a context receives the async
 // events of the objects it created and every port/device event; closing it
 // destroys what the application left, as closing a uverbs file does.
 void register_context(Context* ctx);
