@@ -173,7 +173,8 @@ private:
     enum class RxTarget : uint8_t { none, discard, user, control };
     static constexpr size_t rx_staging_size = 64 * 1024;
     static constexpr size_t rx_control_max = 128;
-    static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv  // RDMAP header octets we keep (Read Request, Terminate, ...)
+    static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv
+    static constexpr int rx_read_budget = 64;     // socket reads per progress call  // RDMAP header octets we keep (Read Request, Terminate, ...)
 
     // -- tx_engine.cpp
     // sq_lock_ held; budget: octets to frame before yielding to other QPs (engine)

@@ -168,14 +168,20 @@ void QueuePair::rx_locked()
     if (rq_flush_pending_.exchange(false)) flush_rq();
     const int fd = fd_.load(std::memory_order_acquire);
     if (fd < 0) return;
-    // Bounded work per call: the engine serves other QPs in between (fairness);
-    // level-triggered epoll brings us back.
-    for (int iter = 0; iter < 512; ++iter) {
+    // Bounded work per call: at most rx_read_budget socket reads, so the
+    // engine serves other QPs in between (fairness).  Octets already in the
+    // staging buffer are always processed before returning: level-triggered
+    // epoll only brings us back for octets still in the socket.
+    int reads = 0;
+    for (;;) {
         if (fd_.load(std::memory_order_relaxed) < 0) return;
+        if (reads >= rx_read_budget && rx_pos_ == rx_end_) return;
+        ++reads;
         ssize_t k;
         if (rx_dead_) {
             // After an error nothing more is placed (RFC 5041 §7.1, MPA-053):
             // drain until the peer closes.
+            rx_pos_ = rx_end_ = 0;
             k = ::read(fd, rx_staging_.data(), rx_staging_.size());
             counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
             if (k > 0) continue;
@@ -188,6 +194,7 @@ void QueuePair::rx_locked()
                 if (need.state == wire::FpduRxState::payload) rx_copy_payload(p, n);
                 const auto r = rx_.consume({p, n});
                 rx_pos_ += r.consumed;
+                --reads;  // no system call
                 if (!rx_handle_event(r.event)) return;
                 continue;
             }
