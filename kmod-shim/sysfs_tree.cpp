@@ -119,21 +119,30 @@ std::vector<SysfsDevice> default_devices()
     dev.ibdev = "iwemu0";
     dev.node_guid = kNodeGuidBase | 1;
 
-    std::vector<Gid> loopback;
+    // Order: IPv4 non-loopback (GID 0 is what perftest and ibv_devinfo
+    // show first), IPv6 non-loopback, then loopback addresses.
+    std::vector<Gid> v4, v6, loopback;
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) == 0) {
         for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
-            if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != AF_INET || !(ifa->ifa_flags & IFF_UP)) continue;
-            Gid gid = ipv4_mapped_gid(reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr);
+            if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
+            Gid gid{};
+            if (ifa->ifa_addr->sa_family == AF_INET)
+                gid = ipv4_mapped_gid(reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr);
+            else if (ifa->ifa_addr->sa_family == AF_INET6)
+                std::memcpy(gid.data(), &reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, 16);
+            else
+                continue;
             if (ifa->ifa_flags & IFF_LOOPBACK)
                 loopback.push_back(gid);
-            else if (dev.gids.size() < kMaxGids)
-                dev.gids.push_back(gid);
+            else
+                (ifa->ifa_addr->sa_family == AF_INET ? v4 : v6).push_back(gid);
         }
         freeifaddrs(list);
     }
-    for (const Gid& gid : loopback)
-        if (dev.gids.size() < kMaxGids) dev.gids.push_back(gid);
+    for (const auto* group : {&v4, &v6, &loopback})
+        for (const Gid& gid : *group)
+            if (dev.gids.size() < kMaxGids) dev.gids.push_back(gid);
     if (dev.gids.empty()) {  // no IPv4 at all (isolated namespace): still a usable GID 0
         in_addr lo{htonl(INADDR_LOOPBACK)};
         dev.gids.push_back(ipv4_mapped_gid(lo));

@@ -28,8 +28,9 @@ inline constexpr uint64_t kNodeGuidBase = 0x0269'7765'6d75'0000ull;  // 02 "iwem
 inline constexpr size_t kMaxGids = 16;
 
 // The default configuration: one device iwemu0 reachable on every local
-// address; GID i is the IPv4-mapped address (::ffff:a.b.c.d) of the i-th local
-// IPv4 address (non-loopback first, loopback last).
+// address; one GID per local address of an interface that is up: IPv4
+// addresses as IPv4-mapped GIDs (::ffff:a.b.c.d) first, then IPv6
+// addresses, loopback addresses last.
 std::vector<SysfsDevice> default_devices();
 
 // $XDG_RUNTIME_DIR/iwemu/sysfs when that directory is ours and writable,
