@@ -222,13 +222,13 @@ if [ "$markers" = 0 ]; then
     check_filter 'iwarp_mpa.pad && !(iwarp_mpa.pad == 00 || iwarp_mpa.pad == 00:00 || iwarp_mpa.pad == 00:00:00)'
     for s in $streams; do
         eval "rf=\$reply_frame_$s"
-        check_filter "tcp.stream==$s && tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in && frame.number > $rf"
+        check_filter "tcp.stream==$s && tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in && !tcp.analysis.retransmission && frame.number > $rf"
     done
 else
     undecoded=0
     for s in $streams; do
         eval "rf=\$reply_frame_$s"
-        n=$(T -Y "tcp.stream==$s && tcp.len > 0 && !iwarp_mpa && frame.number > $rf" | grep -c .)
+        n=$(T -Y "tcp.stream==$s && tcp.len > 0 && !iwarp_mpa && !tcp.analysis.retransmission && frame.number > $rf" | grep -c .)
         undecoded=$((undecoded + n))
     done
     echo "markers: $undecoded segments tshark cannot decode (several FPDUs per segment, ORACLE §6): left to iwemu decode"

@@ -127,7 +127,8 @@ void check_terminate(const VictimAnswer& a, const Expect& e, Outcome& out)
     }
     if (!a.terminate) {
         out.fail("no Terminate (expected " + code_text(*e.terminate) + ")" + (a.timed_out ? ", timed out" : "") +
-                 (a.eof ? ", connection closed" : "") + (a.fpdu_error ? ", victim stream: " + a.fpdu_error_text : ""));
+                 (a.eof ? (a.reset ? ", connection reset" : ", connection closed") : "") +
+                 " after " + std::to_string(a.opcodes.size()) + " FPDU(s)" + (a.fpdu_error ? ", victim stream: " + a.fpdu_error_text : ""));
         return;
     }
     const auto& t = *a.terminate;
@@ -427,7 +428,7 @@ void reads_beyond_ird(Context& cx, Outcome& out)
         burst.insert(burst.end(), f.begin(), f.end());
     }
     pc.send_raw(burst);
-    ::usleep(300000);  // let the victim see all of them before we drain anything
+    ::usleep(300000);  // let the victim see all of them before we drain anything (see docs/robustness.md)
     const VictimAnswer a = pc.receive(30s);
     Expect e = term(TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_msn_no_buffer, true, false);
     check_terminate(a, e, out);

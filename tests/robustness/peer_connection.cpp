@@ -188,7 +188,20 @@ std::vector<uint8_t> PeerConnection::fpdu(std::span<const uint8_t> header, std::
 {
     std::vector<uint8_t> out(wire::mpa_fpdu_wire_length(header.size() + payload.size(), false));
     const size_t n = wire::encode_fpdu(out, header, payload, 0, wire::FpduFraming{crc_, false});
-    out.resize(n);
+    if (n > 0 || header.size() + payload.size() > wire::mpa_ulpdu_length_max) {
+        out.resize(n);
+        return out;
+    }
+    // Above MULPDU (64768) the encoder refuses: lay the FPDU out by hand
+    // (RFC 5044 §4.1) -- hostile peers do not respect MULPDU.
+    const size_t ulen = header.size() + payload.size();
+    out.assign({static_cast<uint8_t>(ulen >> 8), static_cast<uint8_t>(ulen)});
+    out.insert(out.end(), header.begin(), header.end());
+    out.insert(out.end(), payload.begin(), payload.end());
+    out.resize(out.size() + wire::mpa_pad_length(ulen), 0);
+    const uint32_t crc = crc_ ? wire::crc32c(out) : 0;
+    out.resize(out.size() + wire::mpa_crc_size);
+    wire::store_crc_field(crc, out.data() + out.size() - wire::mpa_crc_size);
     return out;
 }
 
