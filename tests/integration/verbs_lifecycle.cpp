@@ -71,16 +71,21 @@ void check_identity(ibv_context* ctx)
     CHECK(port.state == IBV_PORT_ACTIVE);
     CHECK(port.link_layer == IBV_LINK_LAYER_ETHERNET);
     CHECK(port.gid_tbl_len >= 1);
-    CHECK(ibv_query_port(ctx, 2, &port) != 0);
+    ibv_port_attr no_port{};
+    CHECK(ibv_query_port(ctx, 2, &no_port) != 0);
 
     // GIDs and P_Keys come from the shim's sysfs tree; every index below
-    // gid_tbl_len must answer, and GID 0 is an IPv4-mapped address.
+    // gid_tbl_len must answer with a non-zero GID, GID 0 is an IPv4-mapped
+    // address, and the index after the table does not exist.
     for (int i = 0; i < port.gid_tbl_len; ++i) {
         ibv_gid gid{};
-        CHECK(ibv_query_gid(ctx, 1, i, &gid) == 0);
+        static const uint8_t zero[16] = {};
+        CHECK(ibv_query_gid(ctx, 1, i, &gid) == 0 && std::memcmp(gid.raw, zero, 16) != 0);
         static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        CHECK(std::memcmp(gid.raw, mapped, sizeof mapped) == 0);
+        if (i == 0) CHECK(std::memcmp(gid.raw, mapped, sizeof mapped) == 0);
     }
+    ibv_gid past{};
+    CHECK(ibv_query_gid(ctx, 1, port.gid_tbl_len, &past) != 0);
     __be16 pkey = 0;
     CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && pkey == 0xffff);
 }
