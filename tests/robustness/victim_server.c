@@ -212,9 +212,8 @@ static int pd_int(const char *pd, const char *key, int def)
 
 static void on_connect_request(struct rdma_cm_event *ev)
 {
-    char pd_text[600] = "";
-    const size_t len = ev->param.conn.private_data_len < sizeof(pd_text) - 1 ? ev->param.conn.private_data_len
-                                                                              : sizeof(pd_text) - 1;
+    char pd_text[256 + 1] = "";  /* private_data_len is 8 bits wide */
+    const size_t len = ev->param.conn.private_data_len;
     if (ev->param.conn.private_data) memcpy(pd_text, ev->param.conn.private_data, len);
     for (size_t i = 0; i < len; ++i)
         if (pd_text[i] < 0x20 || pd_text[i] > 0x7e) pd_text[i] = '.';
