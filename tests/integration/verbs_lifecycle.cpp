@@ -2,10 +2,13 @@
 // iwemu provider, run under iwemu-run: device list and identity, two
 // contexts, PD, MR, completion channel + CQ, QP state changes, SRQ, local
 // completions (flush in ERROR) delivered through the channel, an async event
-// (CQ overflow) through the async fd, and the dependency rules of destroy
-// (EBUSY while in use) in several orders.  Every wait is bounded.
+// (CQ overflow) through the async fd, the dependency rules of destroy
+// (EBUSY while in use) in every order, closing a context with live objects,
+// and a forked child using the device.  Every wait is bounded.
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -423,6 +426,41 @@ int main()
     CHECK(ibv_close_device(ctx2) == 0);
     CHECK(ibv_close_device(ctx) == 0);
     ibv_free_device_list(list);
+
+    // qperf's server forks a child per test, which opens the device itself.
+    std::fflush(nullptr);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(10);
+        int cn = 0;
+        ibv_device** cl = ibv_get_device_list(&cn);
+        ibv_context* cc = cl && cn > 0 ? ibv_open_device(cl[0]) : nullptr;
+        ibv_pd* cpd = cc ? ibv_alloc_pd(cc) : nullptr;
+        ibv_comp_channel* cch = cc ? ibv_create_comp_channel(cc) : nullptr;
+        ibv_cq* ccq = cch ? ibv_create_cq(cc, 8, nullptr, cch, 0) : nullptr;
+        ibv_qp_init_attr cia{};
+        cia.send_cq = ccq;
+        cia.recv_cq = ccq;
+        cia.qp_type = IBV_QPT_RC;
+        cia.cap = {4, 4, 1, 1, 0};
+        ibv_qp* cqp = cpd && ccq ? ibv_create_qp(cpd, &cia) : nullptr;
+        if (!cqp || ibv_req_notify_cq(ccq, 0) != 0) _exit(2);
+        ibv_qp_attr ca{};
+        ca.qp_state = IBV_QPS_ERR;
+        ibv_recv_wr cwr{};
+        ibv_recv_wr* cbad = nullptr;
+        if (ibv_modify_qp(cqp, &ca, IBV_QP_STATE) != 0 || ibv_post_recv(cqp, &cwr, &cbad) != 0) _exit(3);
+        ibv_cq* ev_cq = nullptr;
+        void* ev_ctx = nullptr;
+        ibv_wc cwc{};
+        if (!readable(cch->fd, 2000) || ibv_get_cq_event(cch, &ev_cq, &ev_ctx) != 0 || ev_cq != ccq) _exit(4);
+        ibv_ack_cq_events(ccq, 1);
+        if (ibv_poll_cq(ccq, 1, &cwc) != 1 || cwc.status != IBV_WC_WR_FLUSH_ERR) _exit(5);
+        _exit(ibv_close_device(cc) == 0 ? 0 : 6);
+    }
+    int status = -1;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     if (g_failures) {
         std::fprintf(stderr, "verbs_lifecycle: %d check(s) failed\n", g_failures);
