@@ -55,6 +55,14 @@ int Engine::set_writable_interest(int fd, uint32_t qp_num, bool on)
     return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
 }
 
+int Engine::set_write_only(int fd, uint32_t qp_num)
+{
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.u64 = qp_num;
+    return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
+}
+
 void Engine::remove(int fd)
 {
     epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);

@@ -26,6 +26,8 @@ public:
     // Register a socket for QP qp_num (EPOLLIN | EPOLLRDHUP, plus EPOLLOUT when asked).
     int add(int fd, uint32_t qp_num);
     int set_writable_interest(int fd, uint32_t qp_num, bool on);
+    // After the peer's FIN: only EPOLLOUT (the receive side is finished).
+    int set_write_only(int fd, uint32_t qp_num);
     void remove(int fd);
     void stop();
 

@@ -109,7 +109,8 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             for (auto& m : tx_msn_) m = 1;
             for (auto& m : rx_msn_) m = 1;
             terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
-            closing_ = fin_sent_ = peer_fin_ = false;
+            closing_ = fin_sent_ = false;
+            peer_fin_ = false;
             conn_event_sent_ = false;
         }
         state_.store(next);
@@ -330,7 +331,8 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         slot_sent_bytes_ = batch_bytes_ = 0;
         tx_msg_ = TxMessage::none;
         terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
-        closing_ = fin_sent_ = peer_fin_ = false;
+        closing_ = fin_sent_ = false;
+        peer_fin_ = false;
         conn_event_sent_ = false;
         rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
 

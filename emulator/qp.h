@@ -221,6 +221,7 @@ private:
     void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
     void flush_rq();                          // rx_lock_ held
     void close_socket_locked(bool abortive);
+    void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
     void emit_connection_event(QpConnectionEvent ev);
     void emit_async(AsyncEventType type);
     void complete(CompletionQueue* cq, const Completion& c, bool solicited);
@@ -248,7 +249,7 @@ private:
     bool rtr_read_response_expected_ = false;  // initiator sent a Read RTR
     bool closing_ = false;           // disconnect() requested: FIN after the SQ drains
     bool fin_sent_ = false;
-    bool peer_fin_ = false;
+    std::atomic<bool> peer_fin_{false};  // FIN read: no more receiving; close once our TX is out
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
     std::atomic<bool> destroyed_{false};
     bool conn_event_sent_ = false;

@@ -18,6 +18,7 @@
 
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
+#include "emulator/engine.h"
 #include "emulator/log.h"
 #include "emulator/qp.h"
 #include "emulator/srq.h"
@@ -167,7 +168,7 @@ void QueuePair::rx_locked()
 {
     if (rq_flush_pending_.exchange(false)) flush_rq();
     const int fd = fd_.load(std::memory_order_acquire);
-    if (fd < 0) return;
+    if (fd < 0 || peer_fin_.load(std::memory_order_relaxed)) return;
     // Bounded work per call: at most rx_read_budget socket reads, so the
     // engine serves other QPs in between (fairness).  Octets already in the
     // staging buffer are always processed before returning: level-triggered
@@ -657,13 +658,21 @@ void QueuePair::rx_connection_lost(int err)
     {
         std::lock_guard<std::mutex> g(sq_lock_);
         peer_fin_ = true;
-        close_socket_locked(err != 0);
         const QpState st = state_.load();
         if (st != QpState::reset && st != QpState::err) {
             state_.store(on_iwarp_event(st, IwarpEvent::llp_closed));
             flush = true;
         }
         flush_locked();
+        if (err == 0 && (iov_count_ > 0 || (terminate_pending_ && !terminate_sent_ && !tx_stopped_))) {
+            // Half-close (RFC 5041 §6.2.1): the peer still reads; let our
+            // Terminate (and the FPDUs queued before it) leave, then close.
+            emu_.engine().set_write_only(fd_.load(), qp_num_);
+            epollout_ = true;
+            tx_locked();
+        } else {
+            close_socket_locked(err != 0);
+        }
         defer_locked(std::nullopt, err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
     }
     if (flush || rx_send_active_) flush_rq();

@@ -51,7 +51,10 @@ void QueuePair::set_epollout_locked(bool on)
     if (epollout_ == on) return;
     const int fd = fd_.load(std::memory_order_relaxed);
     if (fd < 0) return;
-    emu_.engine().set_writable_interest(fd, qp_num_, on);
+    if (peer_fin_.load(std::memory_order_relaxed))
+        emu_.engine().set_write_only(fd, qp_num_);  // EOF already read: EPOLLIN would spin
+    else
+        emu_.engine().set_writable_interest(fd, qp_num_, on);
     epollout_ = on;
 }
 
@@ -414,13 +417,23 @@ bool QueuePair::tx_flush_batch_locked()
     return true;
 }
 
+void QueuePair::close_after_tx_locked()
+{
+    if (peer_fin_.load(std::memory_order_relaxed) && iov_count_ == 0 && fd_.load(std::memory_order_relaxed) >= 0 &&
+        (tx_stopped_ || !terminate_pending_ || terminate_sent_))
+        close_socket_locked(false);
+}
+
 void QueuePair::tx_locked(size_t budget)
 {
     if (fd_.load(std::memory_order_relaxed) < 0) return;
     size_t framed = 0;
     for (;;) {
         if (iov_count_ > 0 && !tx_flush_batch_locked()) return;
-        if (tx_stopped_ || fd_.load(std::memory_order_relaxed) < 0) return;
+        if (tx_stopped_ || fd_.load(std::memory_order_relaxed) < 0) {
+            close_after_tx_locked();
+            return;
+        }
         if (framed >= budget) {
             set_epollout_locked(true);  // more to do: come back on the next engine round
             return;
@@ -431,6 +444,8 @@ void QueuePair::tx_locked(size_t budget)
         framed += batch_bytes_;
     }
     set_epollout_locked(false);
+    close_after_tx_locked();
+    if (fd_.load(std::memory_order_relaxed) < 0) return;
     // Graceful disconnect: FIN once everything owed has left (RFC 5041 §6.2.1).
     if (closing_ && !fin_sent_ && sq_tx_ == sq_tail_ && irq_count_ == 0 && tx_msg_ == TxMessage::none) {
         const int fd = fd_.load(std::memory_order_relaxed);

@@ -388,6 +388,20 @@ TEST(ErrorPathRaw, ReadResponseNobodyAskedFor)
     EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x06));
 }
 
+TEST(ErrorPathRaw, TerminateStillSentAfterPeerHalfClose)
+{
+    // The bad FPDU is followed at once by the peer's FIN: the QP must still
+    // send its Terminate on the open half (RFC 5041 §6.2.1), then close.
+    RawPeer p;
+    p.send_fpdu(untagged_header(0xC, 0, 1));
+    ::shutdown(p.raw, SHUT_WR);
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x06));
+    uint8_t b[16];
+    EXPECT_EQ(::read(p.raw, b, sizeof b), 0);  // then FIN
+    ASSERT_TRUE(p.side.wait_state(QpState::err));
+}
+
 TEST(ErrorPathRaw, PeerTerminateMovesQpToErrorAndFlushes)
 {
     RawPeer p;
