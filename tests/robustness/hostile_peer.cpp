@@ -168,6 +168,12 @@ void fpdu_attack(Context& cx, Outcome& out, const std::string& extra, Expect e,
 Expect term(TerminateLayer l, uint8_t et, uint8_t ec, bool d, bool r, std::vector<std::string> victim = flushed2)
 {
     Expect e;
+    // The QP goes to ERROR with an affiliated asynchronous error event:
+    // access errors for protection failures, fatal for the rest.
+    const bool protection = (l == TerminateLayer::ddp && et == et::ddp_tagged_buffer &&
+                             ec != ec::ddp_tagged_invalid_ddp_version) ||
+                            (l == TerminateLayer::rdmap && et == et::rdmap_remote_protection);
+    victim.push_back(protection ? "IBV_EVENT_QP_ACCESS_ERR" : "IBV_EVENT_QP_FATAL");
     e.terminate = TerminateCode{l, et, ec};
     e.term_d = d;
     e.term_r = r;
@@ -444,8 +450,9 @@ void invalid_qn(Context& cx, Outcome& out)
 
 void msn_gap(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "",
-                term(TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_msn_range, true, false),
+    Expect e = term(TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_msn_range, true, false);
+    e.first_wc = "IBV_WC_SUCCESS byte_len=5";  // MSN 1 was fine
+    fpdu_attack(cx, out, "", e,
                 [](PeerConnection& pc) {
                     pc.send_fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
                     pc.send_fpdu(PeerConnection::untagged(0x3, 0, 3, 0), hello);  // MSN 2 skipped
@@ -495,7 +502,7 @@ std::vector<uint8_t> terminate_fpdu_body(wire::TerminateLayout layout)
 void peer_terminate(Context& cx, Outcome& out, wire::TerminateLayout layout)
 {
     Expect e;
-    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
+    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED", "IBV_EVENT_QP_FATAL"};
     fpdu_attack(cx, out, "", e, [layout](PeerConnection& pc) { pc.send_fpdu(terminate_fpdu_body(layout), {}); });
 }
 

@@ -275,6 +275,8 @@ static void on_connect_request(struct rdma_cm_event *ev)
     }
 }
 
+static void on_async_event(struct ibv_context *ctx);
+
 static void on_cm_event(struct rdma_event_channel *ch)
 {
     struct rdma_cm_event *ev;
@@ -298,6 +300,8 @@ static void on_cm_event(struct rdma_event_channel *ch)
             say("ESTABLISHED conn=%d", c->serial);
             break;
         case RDMA_CM_EVENT_DISCONNECTED:
+            /* An async event raised before the disconnect is reported first. */
+            on_async_event(c->id->verbs);
             say("DISCONNECTED conn=%d status=%d", c->serial, status);
             drain_cq(c);
             rdma_disconnect(c->id);
