@@ -40,6 +40,9 @@ static_assert(frame_buffer_size >= wire::terminate_ulpdu_max_size + 2 + 3 + 4 + 
 // triggered listener does not spin.
 constexpr auto accept_retry_delay = std::chrono::milliseconds(100);
 
+// How long the CM thread stays without work before it exits.
+constexpr auto idle_linger = std::chrono::milliseconds(500);
+
 constexpr wire::TerminateCode mpa_invalid_frame{wire::TerminateLayer::llp, wire::etype::llp_mpa,
                                                 wire::ecode::mpa_invalid_request_or_reply};
 
@@ -283,17 +286,29 @@ void ConnectionManager::Loop::run()
 {
     std::array<epoll_event, 32> events;
     std::vector<Action> todo;
+    std::optional<Clock::time_point> idle_since;
     for (;;) {
         int timeout_ms;
         {
             std::lock_guard lock(mu_);
             if (stopping_)
                 return;
-            if (idle_locked()) {
-                running_ = false;  // the next API call starts a new thread
-                return;
+            if (!idle_locked()) {
+                idle_since.reset();
+                timeout_ms = actions_.empty() ? next_timeout_ms_locked() : 0;
+            } else {
+                // Linger a little so a client connecting now and then does
+                // not pay a thread start per connection.
+                const auto now = Clock::now();
+                if (!idle_since)
+                    idle_since = now;
+                if (now - *idle_since >= idle_linger) {
+                    running_ = false;  // the next API call starts a new thread
+                    return;
+                }
+                timeout_ms = static_cast<int>(
+                    std::chrono::ceil<std::chrono::milliseconds>(*idle_since + idle_linger - now).count());
             }
-            timeout_ms = actions_.empty() ? next_timeout_ms_locked() : 0;
         }
         const int n = ::epoll_wait(epfd_, events.data(), static_cast<int>(events.size()), timeout_ms);
         {

@@ -8,8 +8,8 @@
 // Threading
 // - Each ConnectionManager runs one CM thread (epoll, non-blocking sockets)
 //   that performs all startup I/O and timeouts.  It starts with the first
-//   listen()/connect() and exits by itself when no listener and no connection
-//   in startup remain; the destructor joins it.
+//   listen()/connect() and exits by itself once no listener and no connection
+//   in startup have remained for half a second; the destructor joins it.
 // - Every public method may be called from any thread, including from inside
 //   an event handler or an attach callback.  Only the destructor must not be
 //   called from a handler.
