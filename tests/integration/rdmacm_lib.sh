@@ -1,12 +1,13 @@
 # Helpers for the rdma_cm integration tests (sourced).  Every program runs
 # under iwemu-run and under `timeout`, so a hang is a failure, never a stuck CI.
 
-# A TCP port nobody listens on (rdma_cm ports are TCP ports on iWARP).
+# A TCP port no socket uses, in any state (rdma_cm ports are TCP ports on
+# iWARP), outside the usual ephemeral range (32768-60999) where possible.
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 30000))
-        if ! ss -Hltn "sport = :$p" | grep -q .; then echo "$p"; return 0; fi
+        p=$((20000 + RANDOM % 12000))
+        if ! ss -Htan "sport = :$p" | grep -q .; then echo "$p"; return 0; fi
     done
     return 1
 }
