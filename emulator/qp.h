@@ -163,6 +163,7 @@ private:
         enum class Action : uint8_t { none, sq_sent, read_response_done, rtr_sent, terminate_sent } action =
             Action::none;
         uint64_t sq_index = 0;
+        size_t iov_end = 0;  // index in iov_ just past this FPDU's iovecs
     };
     static constexpr size_t tx_slots = 16;
     static constexpr size_t tx_iov_capacity = 1024;

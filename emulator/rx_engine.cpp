@@ -640,8 +640,8 @@ void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offe
         state_.store(on_iwarp_event(state_.load(), IwarpEvent::terminate_sent));
         state_.store(QpState::err);
         flush_locked();
-        tx_locked();  // the Terminate, then FIN
-        defer_locked(event, QpConnectionEvent::terminated);
+        tx_locked();  // the Terminate, then FIN; `terminated` goes to the CM once it is written
+        defer_locked(event, std::nullopt);
     }
     flush_rq();
 }

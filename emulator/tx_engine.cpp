@@ -113,6 +113,7 @@ bool QueuePair::tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<co
     slot.sq_index = sq_index;
     tx_stream_offset_ = slot.gather.next_stream_offset();
     iov_count_ += slot.gather.iov_count();
+    slot.iov_end = iov_first_ + iov_count_;
     batch_bytes_ += slot.wire_length;
     ++slot_count_;
     counters_.tx_fpdus.fetch_add(1, std::memory_order_relaxed);
@@ -137,7 +138,7 @@ void QueuePair::tx_local_error_locked(SendWqe& w, WcStatus status)
     state_.store(QpState::err);
     flush_locked();
     rq_flush_pending_.store(true);
-    defer_locked(AsyncEventType::qp_fatal, QpConnectionEvent::terminated);
+    defer_locked(AsyncEventType::qp_fatal, std::nullopt);
 }
 
 bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
@@ -360,6 +361,9 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         const int fd = fd_.load(std::memory_order_relaxed);
         if (fd >= 0 && !fin_sent_) ::shutdown(fd, SHUT_WR);
         fin_sent_ = true;
+        // Only now is the end of the stream final for the CM: an application
+        // that destroys the QP on DISCONNECTED no longer cuts the Terminate off.
+        defer_locked(std::nullopt, QpConnectionEvent::terminated);
         break;
     }
     }
@@ -463,6 +467,16 @@ void QueuePair::queue_terminate_locked(const wire::TerminateCode& code, std::spa
     terminate_len_ = wire::build_terminate_ulpdu(cause, tx_msn_[2]++, terminate_ulpdu_);
     if (terminate_len_ == 0) return;
     terminate_pending_ = true;
+    // The Terminate goes right after the FPDU being written (RFC 5040 §5.4):
+    // FPDUs framed behind it but not started are dropped (their WRs are flushed).
+    if (slot_count_ > 1) {
+        const size_t keep_end = slots_[slot_first_].iov_end;
+        iov_count_ = keep_end > iov_first_ ? keep_end - iov_first_ : 0;
+        for (size_t i = slot_first_ + 1; i < slot_first_ + slot_count_; ++i) slots_[i].action = TxSlot::Action::none;
+        slot_count_ = 1;
+        batch_bytes_ = slots_[slot_first_].wire_length;
+        tx_stream_offset_ = slots_[slot_first_].gather.next_stream_offset();  // markers stay in place
+    }
     term_sent_.valid = true;
     term_sent_.code = code;
     term_sent_.had_ddp_header = !offending.empty();
