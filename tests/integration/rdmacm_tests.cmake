@@ -15,19 +15,25 @@ function(iwemu_rdmacm_test name)
     LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
 endfunction()
 
-iwemu_rdmacm_test(api $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test>)
+# The same, and again as nobody when run as root (no privilege is needed).
+function(iwemu_rdmacm_test_both name)
+  iwemu_rdmacm_test(${name} ${ARGN})
+  iwemu_rdmacm_test(${name}.unprivileged ${RDMACM_HERE}/as_nobody.sh ${ARGN})
+endfunction()
+
+iwemu_rdmacm_test_both(api $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test>)
 iwemu_rdmacm_test(udaddy_fails_cleanly ${RDMACM_HERE}/rdmacm_udaddy.sh $<TARGET_FILE:iwemu_run>)
-iwemu_rdmacm_test(ucmatose ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 10)
+iwemu_rdmacm_test_both(ucmatose ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 10)
 iwemu_rdmacm_test(ucmatose_migrate
   ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 4 -m)
 iwemu_rdmacm_test(ucmatose_nonloopback
   ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> nonloopback 10 -C 100 -S 4096)
-iwemu_rdmacm_test(rdma_server_client
+iwemu_rdmacm_test_both(rdma_server_client
   ${RDMACM_HERE}/rdmacm_rdma_server_client.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
 
 # rping: RDMA Read + Write + Send, every ping's data verified (-V).  rping
 # itself refuses -S above 65535.
-iwemu_rdmacm_test(rping ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 2000 65535)
+iwemu_rdmacm_test_both(rping ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 2000 65535)
 iwemu_rdmacm_test(rping_nonloopback
   ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> nonloopback 200 4096)
 
