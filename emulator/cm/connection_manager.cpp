@@ -329,11 +329,21 @@ void ConnectionManager::Loop::run_actions(std::vector<Action>& actions)
 {
     for (Action& a : actions) {
         if (a.kind == Action::Kind::event) {
-            if (a.handler)
-                a.handler(a.event);
+            try {
+                if (a.handler)
+                    a.handler(a.event);
+            } catch (...) {
+                // A ULP bug must not take connection setup down for everyone.
+            }
             continue;
         }
-        const int rc = a.attach ? a.attach(a.id, a.params) : -EINVAL;
+        int rc = -EINVAL;
+        try {
+            if (a.attach)
+                rc = a.attach(a.id, a.params);
+        } catch (...) {
+            rc = -EINVAL;
+        }
         finish_attach(a.id, rc);
     }
 }

@@ -19,7 +19,8 @@
 //   Events may arrive before connect() has returned: bind per-connection
 //   context through the handler, not through the id.
 // - Handlers must not block for long: they delay every other connection's
-//   startup.
+//   startup.  An exception escaping a handler is swallowed (and escaping
+//   attach counts as a refusal): the CM thread never dies of one.
 //
 // Lifetime of a connection id
 //   active:   connect() -> [rejected | connection_refused | unreachable |
@@ -174,12 +175,12 @@ public:
     // Stops listening; connections that already delivered connect_request
     // stay valid, those still before it are closed silently.
     int stop_listening(ListenerId id);
-    // Answer a connect_request.  Returns 0, -ENOENT (unknown / retired id),
-    // -EINVAL (wrong state or private data too long), -ECONNRESET (the peer
-    // is gone; connect_error follows).
+    // Answer a connect_request.  Returns 0, -ENOENT (unknown or retired id,
+    // e.g. the peer went away and connect_error was delivered), -EINVAL
+    // (already answered, no Endpoint::attach, private data too long).
     int accept(ConnectionId id, const AcceptArgs& args);
     // Sends a Reply with R=1 and the private data, then closes; the id is
-    // retired (no further event).
+    // retired (no further event).  Same errors as accept().
     int reject(ConnectionId id, std::span<const uint8_t> private_data);
 
     // Active side.  Starts a non-blocking TCP connect and the MPA exchange;
