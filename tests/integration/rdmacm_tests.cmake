@@ -9,6 +9,14 @@ add_dependencies(rdmacm_api_test iwemu_run iwemu_shim iwemu_provider)
 
 set(RDMACM_HERE ${CMAKE_CURRENT_LIST_DIR})
 
+# The id state machine and table on their own (no emulator, no librdmacm).
+add_executable(ucma_id_state_test ${RDMACM_HERE}/ucma_id_state_test.cpp
+  ${PROJECT_SOURCE_DIR}/kmod-shim/ucma_ids.cpp)
+target_include_directories(ucma_id_state_test PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(ucma_id_state_test PRIVATE GTest::gtest_main Threads::Threads)
+add_test(NAME integration.rdmacm.id_state COMMAND timeout 60 $<TARGET_FILE:ucma_id_state_test>)
+set_tests_properties(integration.rdmacm.id_state PROPERTIES LABELS integration TIMEOUT 60)
+
 function(iwemu_rdmacm_test name)
   add_test(NAME integration.rdmacm.${name} COMMAND timeout 120 ${ARGN})
   set_tests_properties(integration.rdmacm.${name} PROPERTIES
