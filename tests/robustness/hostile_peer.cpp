@@ -123,6 +123,7 @@ void check_terminate(const VictimAnswer& a, const Expect& e, Outcome& out)
 {
     if (!e.terminate) {
         if (a.terminate) out.fail("unexpected Terminate " + code_text(a.terminate->control.code));
+        if (!a.eof) out.fail("the victim did not close the connection");  // RFC 5040 §5.4: the stream ends
         return;
     }
     if (!a.terminate) {
@@ -418,10 +419,10 @@ void read_out_of_bounds(Context& cx, Outcome& out)
 // IRD+1 Read Requests of 8 MiB each while we do not read: the first
 // Responses cannot drain, so the last Request exceeds the IRD (RDMAP-023,
 // decision: DDP 1/2/02 "no buffer").
-void reads_beyond_ird(Context& cx, Outcome& out)
+void reads_beyond_ird(Context& cx, Outcome& out, bool patient_victim)
 {
     PeerConnection pc;
-    const int serial = open_connection(cx, pc, "ird=2", out, 16384);
+    const int serial = open_connection(cx, pc, patient_victim ? "ird=2 linger=5000" : "ird=2", out, 16384);
     if (!serial) return;
     const auto& v = pc.victim();
     const int ird = v.reply_ird ? v.reply_ird : v.ird;
@@ -680,7 +681,9 @@ const std::map<std::string, Scenario>& scenarios()
         {"read_without_right", read_without_right},
         {"read_invalid_stag", read_invalid_stag},
         {"read_out_of_bounds", read_out_of_bounds},
-        {"reads_beyond_ird", reads_beyond_ird},
+        {"reads_beyond_ird", [](Context& c, Outcome& o) { reads_beyond_ird(c, o, false); }},
+        // The same with a victim that keeps its QP for 5 s after DISCONNECTED.
+        {"reads_beyond_ird_patient_victim", [](Context& c, Outcome& o) { reads_beyond_ird(c, o, true); }},
         {"invalid_qn", invalid_qn},
         {"msn_gap", msn_gap},
         {"mo_beyond_message", mo_beyond_message},

@@ -19,8 +19,9 @@
  * Read Responses in flight) and two 256-octet receive buffers.  The accept's
  * private data tells the peer where they are:
  *   "rw=STAG:ADDR:LEN ro=... wo=... big=... recv=COUNT:SIZE ird=N"
- * The peer's own private data may ask for "recv=K" (receives posted, 0..2) and
- * "ird=N" (responder resources).  Canaries are checked when each connection
+ * The peer's own private data may ask for "recv=K" (receives posted, 0..2),
+ * "ird=N" (responder resources) and "linger=MS" (keep the QP that long after
+ * DISCONNECTED before destroying it, as a slow application would).  Canaries are checked when each connection
  * ends; the server keeps serving until signalled.
  */
 #define _GNU_SOURCE
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -56,6 +58,8 @@ struct conn {
     struct rdma_cm_id *id;
     struct ibv_cq *cq;
     int established;
+    int linger_ms;        /* "linger=MS": keep the QP that long after DISCONNECTED */
+    long long destroy_at; /* monotonic ms; 0 = not scheduled */
 };
 
 static volatile sig_atomic_t stop;
@@ -65,6 +69,13 @@ static struct conn *conns[max_conns];
 static int next_serial = 1;
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -235,6 +246,7 @@ static void on_connect_request(struct rdma_cm_event *ev)
 
     const int nrecv = pd_int(pd_text, "recv=", recv_slots);
     const int ird = pd_int(pd_text, "ird=", 4);
+    c->linger_ms = pd_int(pd_text, "linger=", 0);
     c->cq = ibv_create_cq(ev->id->verbs, 16, NULL, NULL, 0);
     struct ibv_qp_init_attr qa;
     memset(&qa, 0, sizeof(qa));
@@ -305,7 +317,10 @@ static void on_cm_event(struct rdma_event_channel *ch)
             say("DISCONNECTED conn=%d status=%d", c->serial, status);
             drain_cq(c);
             rdma_disconnect(c->id);
-            conn_destroy(c);
+            if (c->linger_ms > 0)
+                c->destroy_at = now_ms() + c->linger_ms;  /* main loop destroys it */
+            else
+                conn_destroy(c);
             break;
         case RDMA_CM_EVENT_TIMEWAIT_EXIT:
             break;
@@ -371,8 +386,11 @@ int main(int argc, char **argv)
         const int n = poll(p, 2, 10);
         if (n < 0 && errno != EINTR) die("poll");
         if (n > 0 && (p[1].revents & POLLIN)) on_async_event(listen_id->verbs);
-        for (int i = 0; i < max_conns; ++i)
-            if (conns[i]) drain_cq(conns[i]);
+        for (int i = 0; i < max_conns; ++i) {
+            if (!conns[i]) continue;
+            drain_cq(conns[i]);
+            if (conns[i]->destroy_at && now_ms() >= conns[i]->destroy_at) conn_destroy(conns[i]);
+        }
         if (n > 0 && (p[0].revents & POLLIN)) on_cm_event(ch);
     }
     for (int i = 0; i < max_conns; ++i)
