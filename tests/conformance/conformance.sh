@@ -272,6 +272,11 @@ done
 # ---- message counts: what the program did -----------------------------------
 # tshark count of whole messages (L=1) of opcode $2 sent by port $1 in stream $3
 # (one tshark pass, then awk over its fields).
+# Loopback under load sometimes retransmits; tshark then does not dissect
+# every copy as MPA and its counts are only an upper bound (iwemu decode,
+# reading the deduplicated stream, must still be exact).
+tcp_anomalies=$(T -Y 'tcp.analysis.retransmission || tcp.analysis.out_of_order || tcp.analysis.lost_segment' | grep -c .)
+[ "$tcp_anomalies" -eq 0 ] || echo "TCP: $tcp_anomalies retransmitted / out-of-order segments: tshark message counts are an upper bound"
 T -Y iwarp_rdma -T fields -e tcp.stream -e tcp.srcport -e iwarp_rdma.opcode -e iwarp_ddp.last_flag > "$dir/opcodes.txt"
 msgs() {
     awk -v port="$1" -v op="$2" -v st="$3" '$1 == st && $2 == port {n = split($3, o, ","); split($4, l, ","); for (i = 1; i <= n; ++i) if (o[i] == op && l[i] == 1) c++} END {print c + 0}' "$dir/opcodes.txt"
@@ -285,7 +290,7 @@ expect_msgs() {  # stream dir(init|resp) opcode expected what
     got_d=${dec_count[$s.$d.$(printf '0x%x' "$op")]}
     echo "stream $s $d: $what: expected $want, iwemu decode $got_d, tshark $got_t"
     [ "$got_d" -eq "$want" ] || fail "stream $s $d: $got_d $what (iwemu decode), expected $want"
-    if [ "$markers" = 0 ]; then
+    if [ "$markers" = 0 ] && [ "$tcp_anomalies" -eq 0 ]; then
         [ "$got_t" -eq "$want" ] || fail "stream $s $d: $got_t $what (tshark), expected $want"
     else
         [ "$got_t" -le "$want" ] || fail "stream $s $d: $got_t $what (tshark), more than $want"
