@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "emulator/cm/mpa_negotiation.h"
 #include "emulator/cm/startup_state.h"
 #include "emulator/cm/tcp_socket.h"
+#include "emulator/log.h"
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/terminate_message.h"
 
@@ -42,6 +44,17 @@ constexpr auto accept_retry_delay = std::chrono::milliseconds(100);
 
 // How long the CM thread stays without work before it exits.
 constexpr auto idle_linger = std::chrono::milliseconds(500);
+
+const char* rtr_name(RtrType rtr)
+{
+    switch (rtr) {
+    case RtrType::none: return "none";
+    case RtrType::zero_length_send: return "send";
+    case RtrType::zero_length_write: return "write";
+    case RtrType::zero_length_read: return "read";
+    }
+    return "?";
+}
 
 constexpr wire::TerminateCode mpa_invalid_frame{wire::TerminateLayer::llp, wire::etype::llp_mpa,
                                                 wire::ecode::mpa_invalid_request_or_reply};
@@ -672,7 +685,8 @@ void ConnectionManager::Loop::request_received_locked(Connection& c, const wire:
     c.peer_revision = frame.rev;
     switch (c.assessment.verdict) {
     case RequestAssessment::Verdict::close:
-        retire_locked(c, false);  // RFC 6581 §10: not ours to answer; nobody knows the id
+        // RFC 6581 §10: not ours to answer; nobody knows the id.
+        fail_locked(c, CmEventType::connect_error, EPROTO, mpa_invalid_frame, c.assessment.reason);
         return;
     case RequestAssessment::Verdict::reject:
         set_state_locked(c, StartupState::sending_reject);
@@ -764,6 +778,15 @@ void ConnectionManager::Loop::hand_off_locked(Connection& c)
     c.params.fd = c.fd;
     c.params.mulpdu = wire::mpa_mulpdu(effective_mss(c.fd), c.params.tx.markers);
     c.buf.reset();
+    if (log_enabled(LogLevel::debug)) {
+        char peer[64];
+        const ConnectionParams& p = c.params;
+        log_message(LogLevel::debug,
+                    "cm: %s %s: MPA rev %u, CRC tx/rx %d/%d, markers tx/rx %d/%d, RTR %s, IRD %u ORD %u, MULPDU %u",
+                    c.active ? "connected to" : "accepted", format_address(c.peer, peer, sizeof(peer)),
+                    p.mpa_revision, p.tx.crc, p.rx.crc, p.tx.markers, p.rx.markers, rtr_name(p.rtr),
+                    p.ird, p.ord, p.mulpdu);
+    }
     Action a;
     a.kind = Action::Kind::attach;
     a.id = c.id;
@@ -776,6 +799,12 @@ void ConnectionManager::Loop::fail_locked(Connection& c, CmEventType type, int e
                                           std::optional<wire::TerminateCode> mpa_error,
                                           std::string_view reason)
 {
+    if (log_enabled(LogLevel::info)) {
+        char peer[64];
+        log_message(LogLevel::info, "cm: %s %s failed in %s: %.*s (%s)", c.active ? "connection to" : "connection from",
+                    format_address(c.peer, peer, sizeof(peer)), to_string(c.state).data(),
+                    static_cast<int>(reason.size()), reason.data(), std::strerror(error));
+    }
     if (c.visible && !c.destroyed) {
         CmEvent ev = make_event(c, type);
         ev.error = error;

@@ -1,11 +1,13 @@
 #include "emulator/cm/tcp_socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace iwemu::cm {
@@ -74,6 +76,26 @@ int start_connect(const sockaddr_storage& remote, const std::optional<sockaddr_s
         }
     }
     return fd;
+}
+
+const char* format_address(const sockaddr_storage& addr, char* out, size_t size)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (addr.ss_family == AF_INET) {
+        const auto& in = reinterpret_cast<const sockaddr_in&>(addr);
+        ::inet_ntop(AF_INET, &in.sin_addr, host, sizeof(host));
+        port = ntohs(in.sin_port);
+        std::snprintf(out, size, "%s:%u", host, port);
+    } else if (addr.ss_family == AF_INET6) {
+        const auto& in6 = reinterpret_cast<const sockaddr_in6&>(addr);
+        ::inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof(host));
+        port = ntohs(in6.sin6_port);
+        std::snprintf(out, size, "[%s]:%u", host, port);
+    } else {
+        std::snprintf(out, size, "?");
+    }
+    return out;
 }
 
 int socket_error(int fd)

@@ -5,6 +5,7 @@
 
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -23,6 +24,9 @@ int open_listener(const sockaddr* addr, socklen_t addr_len, int backlog, sockadd
 // when no socket could be set up (bad family, bind failure).
 int start_connect(const sockaddr_storage& remote, const std::optional<sockaddr_storage>& local,
                   int* connect_errno);
+
+// "a.b.c.d:port" / "[v6]:port" into out (for logs); returns out.
+const char* format_address(const sockaddr_storage& addr, char* out, size_t size);
 
 // Pending error of a socket (SO_ERROR), 0 if none.
 int socket_error(int fd);
