@@ -33,7 +33,10 @@ int CompletionQueue::poll(Completion* out, int max)
         // instead of waiting for the engine thread to wake up.
         std::shared_lock<std::shared_mutex> g(qps_lock_, std::try_to_lock);
         if (!g.owns_lock()) break;
-        for (QueuePair* qp : qps_) qp->try_rx_progress();
+        for (QueuePair* qp : qps_) {
+            qp->try_tx_progress();
+            qp->try_rx_progress();
+        }
     }
     return 0;
 }

@@ -438,6 +438,7 @@ void QueuePair::close_socket_locked(bool abortive)
     ::close(fd);
     fd_.store(-1, std::memory_order_release);
     epollout_ = false;
+    tx_backlog_.store(false, std::memory_order_relaxed);
     // Pinned tagged target of a half-placed segment.
     slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
     slot_sent_bytes_ = batch_bytes_ = 0;

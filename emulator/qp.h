@@ -118,6 +118,8 @@ public:
     // returns at once when another thread is receiving.
     void rx_progress();
     void try_rx_progress();
+    // Polling threads also push a send backlog out (no engine wake-up needed).
+    void try_tx_progress();
     // Drive the send path (EPOLLOUT).
     void tx_progress();
     // Detach from CQs/SRQ/engine and stop all processing (destroy_qp).
@@ -243,6 +245,7 @@ private:
     uint16_t ord_ = 0;   // outbound Reads in flight allowed
     uint16_t ird_ = 0;   // inbound Reads queued allowed
     bool epollout_ = false;
+    std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
     std::atomic<bool> rx_first_fpdu_seen_{false};
     bool rtr_pending_tx_ = false;    // initiator: RTR still to send

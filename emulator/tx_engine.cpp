@@ -46,9 +46,21 @@ void QueuePair::tx_progress()
     drain_deferred();
 }
 
+void QueuePair::try_tx_progress()
+{
+    if (!tx_backlog_.load(std::memory_order_relaxed)) return;
+    {
+        std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
+        if (!g.owns_lock()) return;
+        tx_locked(tx_engine_budget);
+    }
+    drain_deferred();
+}
+
 void QueuePair::set_epollout_locked(bool on)
 {
     if (epollout_ == on) return;
+    tx_backlog_.store(on, std::memory_order_relaxed);
     const int fd = fd_.load(std::memory_order_relaxed);
     if (fd < 0) return;
     if (peer_fin_.load(std::memory_order_relaxed))

@@ -5,7 +5,7 @@
 // (busy-polling non-blocking recv, the same polling discipline).
 // Prints each figure and the ratio; targets: bandwidth ≥ 0.9x, latency ≤ 1.2x.
 //
-//   emulator_bench [seconds-per-test (default 2)] [--crc=0|1]
+//   emulator_bench [seconds-per-test (default 2)] [--crc=0|1] [--rounds=N (default 3, best of)]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,6 +32,7 @@ namespace {
 
 double g_seconds = 2.0;
 bool g_crc = true;
+int g_rounds = 3;
 
 std::pair<int, int> tcp_pair()
 {
@@ -175,6 +176,7 @@ double emu_bandwidth(size_t msg, bool use_send)
     MemoryRegion* smr = a.reg(src.data(), src.size());
     MemoryRegion* dmr = b.reg(dst.data(), dst.size());
     std::atomic<bool> stop{false};
+    std::atomic<uint64_t> received{0};  // application-level credit (both ends live in this process)
     std::thread receiver;
     if (use_send) {
         // Sends complete when TCP took them, so the sender can be a socket
@@ -196,6 +198,7 @@ double emu_bandwidth(size_t msg, bool use_send)
                     size_t bad;
                     b.qp->post_recv(&rw, 1, &bad);
                 }
+                received.fetch_add(static_cast<uint64_t>(n), std::memory_order_release);
                 if (n == 0) std::this_thread::yield();
             }
         });
@@ -212,7 +215,8 @@ double emu_bandwidth(size_t msg, bool use_send)
     const auto t0 = Clock::now();
     const auto end = t0 + std::chrono::duration<double>(g_seconds);
     while (Clock::now() < end) {
-        while (posted - completed < depth) {
+        // Sends: never more in flight than receives posted (iWARP has no RNR retry).
+        while (posted - completed < depth && (!use_send || posted - received.load(std::memory_order_acquire) < 960)) {
             wr.wr_id = posted;
             wr.remote_addr = reinterpret_cast<uint64_t>(dst.data() + (posted % depth) * msg);
             size_t bad;
@@ -299,16 +303,22 @@ int main(int argc, char** argv)
 {
     for (int i = 1; i < argc; ++i) {
         if (std::strncmp(argv[i], "--crc=", 6) == 0) g_crc = argv[i][6] == '1';
+        else if (std::strncmp(argv[i], "--rounds=", 9) == 0) g_rounds = std::max(1, std::atoi(argv[i] + 9));
         else g_seconds = std::atof(argv[i]);
     }
     if (g_seconds <= 0) g_seconds = 2.0;
     const size_t bw_msg = 64 * 1024;
-    std::printf("iwemu emulator vs raw TCP over loopback (%.1f s per test, CRC %s)\n", g_seconds, g_crc ? "on" : "off");
-    const double raw_bw = raw_bandwidth(bw_msg);
-    const double write_bw = emu_bandwidth(bw_msg, false);
-    const double send_bw = emu_bandwidth(bw_msg, true);
-    const double raw_lat = raw_latency_us(8);
-    const double emu_lat = emu_latency_us(8);
+    std::printf("iwemu emulator vs raw TCP over loopback (%.1f s per test, best of %d, CRC %s)\n", g_seconds, g_rounds,
+                g_crc ? "on" : "off");
+    // Interleaved rounds, best of each: other load on the machine hits both sides alike.
+    double raw_bw = 0, write_bw = 0, send_bw = 0, raw_lat = 1e9, emu_lat = 1e9;
+    for (int r = 0; r < g_rounds; ++r) {
+        raw_bw = std::max(raw_bw, raw_bandwidth(bw_msg));
+        write_bw = std::max(write_bw, emu_bandwidth(bw_msg, false));
+        send_bw = std::max(send_bw, emu_bandwidth(bw_msg, true));
+        raw_lat = std::min(raw_lat, raw_latency_us(8));
+        emu_lat = std::min(emu_lat, emu_latency_us(8));
+    }
     std::printf("%-32s %10.3f GB/s\n", "raw TCP 64 KiB stream", raw_bw);
     std::printf("%-32s %10.3f GB/s   ratio %.2fx (target >= 0.90)\n", "RDMA Write 64 KiB", write_bw, write_bw / raw_bw);
     std::printf("%-32s %10.3f GB/s   ratio %.2fx (target >= 0.90)\n", "Send 64 KiB", send_bw, send_bw / raw_bw);
