@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -355,7 +356,6 @@ void write_to_wrap(Context& cx, Outcome& out)
     // TO + length wraps 2^64: bounds or TO wrap are both right; iwemu's
     // region check reports it as a bounds violation unless it tests wrap first.
     PeerConnection pc;
-    Outcome local;
     const int serial = open_connection(cx, pc, "", out);
     if (!serial) return;
     pc.send_fpdu(PeerConnection::tagged(0x0, pc.victim().rw.stag, ~uint64_t{0} - 2), hello);
