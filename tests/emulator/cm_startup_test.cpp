@@ -913,6 +913,49 @@ TEST(CmRawPeer, MalformedRequestsAreClosed)
     EXPECT_EQ(log.size(), 0u);
 }
 
+TEST(CmRawPeer, MutatedRequestsNeverHurtTheListener)
+{
+    EventLog log;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    // V-R4 (Rev 2, enhanced, "app"), one octet changed per round.
+    const Bytes v_r4{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61,
+                     0x6d, 0x65, 0x50, 0x02, 0x00, 0x07, 0xc0, 0x10, 0xc0, 0x08, 0x61, 0x70, 0x70};
+    uint32_t x = 12345;
+    size_t offered = 0;
+    for (int round = 0; round < 40; ++round) {
+        Bytes b = v_r4;
+        x = x * 1664525u + 1013904223u;
+        b[(x >> 8) % b.size()] ^= static_cast<uint8_t>(1u << ((x >> 4) % 8));
+        const int fd = raw_connect(addr);
+        ASSERT_GE(fd, 0);
+        write_all(fd, b);
+        ::shutdown(fd, SHUT_WR);  // a frame announcing more octets ends truncated
+        // Either refused (closed) or handed to the ULP, which rejects it;
+        // both end with the socket closed.
+        bool closed = false;
+        for (int i = 0; i < 500 && !closed; ++i) {
+            if (auto req = log.wait(CmEventType::connect_request, 1ms)) {
+                ++offered;
+                EXPECT_LE(req->private_data.size(), 7u);
+                cm.reject(req->connection, {});
+            }
+            closed = peer_closes(fd, 10ms);
+        }
+        EXPECT_TRUE(closed) << round;
+        ::close(fd);
+    }
+    EXPECT_GT(offered, 0u);  // flips in the data octets are legal requests
+    // Still serving.
+    EventLog client_log;
+    AttachLog client_qp;
+    ConnectionManager client;
+    ConnectionId cid = 0;
+    ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp), &cid), 0);
+    EXPECT_TRUE(log.wait(CmEventType::connect_request));
+}
+
 TEST(CmRawPeer, SilentClientIsDroppedAfterTheMpaTimeoutAndTheListenerKeepsServing)
 {
     CmSettings quick;
