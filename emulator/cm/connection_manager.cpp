@@ -726,6 +726,10 @@ void ConnectionManager::Loop::reply_received_locked(Connection& c, const wire::M
     case ReplyOutcome::Verdict::rejected: {
         CmEvent ev = make_event(c, CmEventType::rejected);
         ev.private_data = std::move(c.peer_private_data);
+        if (frame.enhanced) {  // RFC 6581 §9.1: the ULP sees the peer's IRD/ORD on reject too
+            ev.ird = frame.enhanced->ird;
+            ev.ord = frame.enhanced->ord;
+        }
         ev.error = ECONNREFUSED;
         ev.reason = o.reason;
         queue_event_locked(c, std::move(ev));

@@ -104,8 +104,8 @@ struct CmEvent {
     sockaddr_storage peer_address{};
     std::vector<uint8_t> private_data;  // ULP part only (enhanced data stripped)
     uint8_t mpa_revision = 0;           // Rev of the peer's frame
-    // connect_request: the Initiator's RFC 6581 values as received
-    // (ird_ord_not_negotiated when absent, e.g. a Rev 1 Request).
+    // connect_request / rejected: the peer's RFC 6581 values as received
+    // (ird_ord_not_negotiated when absent, e.g. a Rev 1 frame).
     // established: the values handed to the QP (params.ird / params.ord).
     uint16_t ird = ird_ord_not_negotiated;
     uint16_t ord = ird_ord_not_negotiated;

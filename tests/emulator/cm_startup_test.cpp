@@ -443,6 +443,7 @@ TEST(CmStartup, RejectCarriesPrivateDataAndTheListenerKeepsServing)
     EXPECT_EQ(rej->connection, cid);
     EXPECT_EQ(rej->private_data, bytes_of("no thanks"));
     EXPECT_EQ(rej->error, ECONNREFUSED);
+    EXPECT_EQ(rej->ird, ird_ord_not_negotiated);  // a ULP reject negotiates nothing
     EXPECT_FALSE(p.client_qp.wait(100ms));
 
     p.connect_and_accept();  // the listener still serves
