@@ -117,7 +117,7 @@ struct ConnectionManager::Connection {
     uint16_t ird = 0, ord = 0;     // active: the ULP's values
     RequestAssessment assessment;  // passive
     uint8_t peer_revision = 0;
-    std::vector<uint8_t> peer_private_data;
+    std::vector<uint8_t> peer_private_data;  // active: the Reply's, for `established`
     ConnectionParams params;       // negotiated, for the hand-off
     std::optional<wire::TerminateCode> failure;  // sending_terminate
     std::string_view failure_reason;
@@ -699,14 +699,13 @@ void ConnectionManager::Loop::request_received_locked(Connection& c, const wire:
     case RequestAssessment::Verdict::offer_to_ulp:
         break;
     }
-    c.peer_private_data.assign(frame.private_data.begin(), frame.private_data.end());
     set_state_locked(c, StartupState::awaiting_ulp);
     c.deadline.reset();  // the ULP decides in its own time
     c.visible = true;
     watch_locked(c, EPOLLRDHUP);
 
     CmEvent ev = make_event(c, CmEventType::connect_request);
-    ev.private_data = c.peer_private_data;
+    ev.private_data.assign(frame.private_data.begin(), frame.private_data.end());
     ev.ird = c.assessment.peer_ird;
     ev.ord = c.assessment.peer_ord;
     ev.peer_to_peer = c.assessment.peer_to_peer;
@@ -936,7 +935,6 @@ int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
     c->endpoint = args.endpoint;
     if (args.handler)
         c->handler = args.handler;
-    c->peer_private_data.clear();
     set_state_locked(*c, StartupState::sending_reply);
     // Covers writing the Reply and, in seed-002 mode, the Rtr frame's arrival.
     c->deadline = Clock::now() + settings_.mpa_timeout;
