@@ -720,7 +720,9 @@ uint16_t free_port()
 int run(const std::string& iwemu_run, const std::string& victim_bin, const std::vector<std::string>& names)
 {
     Context cx;
-    cx.port = free_port();
+    // HOSTILE_PORT: a fixed victim port (tests/conformance/terminates.sh captures it).
+    const char* fixed = std::getenv("HOSTILE_PORT");
+    cx.port = fixed ? static_cast<uint16_t>(std::atoi(fixed)) : free_port();
     VictimProcess victim({iwemu_run, victim_bin, std::to_string(cx.port)});
     std::string err;
     if (!victim.start(&err) || !victim.wait_for({"LISTEN port="}, 20s)) {

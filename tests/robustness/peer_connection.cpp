@@ -47,6 +47,7 @@ struct Collector {
     uint8_t opcode = 0;
     std::vector<uint8_t> body;
     bool done_terminate = false;
+    unsigned local_port = 0;
 
     void on_segment_header(std::span<const uint8_t> h, uint16_t)
     {
@@ -66,6 +67,10 @@ struct Collector {
             answer->terminate_body = body;
             answer->terminate = wire::decode_terminate(answer->terminate_body);
             done_terminate = true;
+            // For tests/conformance/terminates.sh: which connection, which code.
+            const auto& c = answer->terminate->control;
+            std::printf("  terminate received on local port %u: %u/%u/0x%02x D=%d R=%d\n", local_port,
+                        static_cast<unsigned>(c.code.layer), c.code.etype, c.code.error_code, c.d, c.r);
         } else if (opcode == 0x2 && body.size() <= 4096) {
             std::vector<uint8_t> p = header;
             p.insert(p.end(), body.begin(), body.end());
@@ -253,7 +258,10 @@ VictimAnswer PeerConnection::receive(std::chrono::milliseconds timeout, std::chr
     wire::FpduReceiverOptions opts;
     opts.crc = crc_;
     wire::FpduReceiver rx(opts);
-    Collector col{&answer, {}, 0, {}, false};
+    Collector col{&answer, {}, 0, {}, false, 0};
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &len) == 0) col.local_port = ntohs(local.sin_port);
     auto deadline = Clock::now() + timeout;
     bool lingering = false;
     if (!leftover_.empty()) {
