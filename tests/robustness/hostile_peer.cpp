@@ -488,6 +488,56 @@ void send_nothing_posted(Context& cx, Outcome& out)
                 [](PeerConnection& pc) { pc.send_fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello); });
 }
 
+// A Read Response nobody asked for (RFC 5040 §5.2.2).
+void unsolicited_read_response(Context& cx, Outcome& out)
+{
+    fpdu_attack(cx, out, "",
+                term(TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_unexpected_opcode, true, false),
+                [](PeerConnection& pc) {
+                    pc.send_fpdu(PeerConnection::tagged(0x2, pc.victim().rw.stag, pc.victim().rw.addr), hello);
+                });
+}
+
+// Send with Invalidate of an STag that does not exist (RFC 5040 §5.3,
+// §7.2: Remote Protection "STag cannot be Invalidated"; R only for Reads).
+void send_invalidate_unknown_stag(Context& cx, Outcome& out)
+{
+    fpdu_attack(cx, out, "",
+                term(TerminateLayer::rdmap, et::rdmap_remote_protection, ec::rdmap_stag_cannot_be_invalidated, true,
+                     false, {"DISCONNECTED"}),
+                [](PeerConnection& pc) {
+                    auto h = PeerConnection::untagged(0x4, 0, 1, 0);
+                    const uint32_t bogus = pc.victim().rw.stag ^ 0x00A50000u;
+                    h[2] = static_cast<uint8_t>(bogus >> 24);  // RsvdULP[8:39]: the Invalidate STag
+                    h[3] = static_cast<uint8_t>(bogus >> 16);
+                    h[4] = static_cast<uint8_t>(bogus >> 8);
+                    h[5] = static_cast<uint8_t>(bogus);
+                    pc.send_fpdu(h, hello);
+                });
+}
+
+// A Terminate shorter than its 4-octet control word (ULPDU_Length 20 < 22).
+void short_terminate(Context& cx, Outcome& out)
+{
+    PeerConnection pc;
+    const int serial = open_connection(cx, pc, "", out);
+    if (!serial) return;
+    auto h = PeerConnection::untagged(0x7, wire::rdmap_qn_terminate, 1, 0);
+    const uint8_t two[] = {0x02, 0x00};
+    pc.send_fpdu(h, two);
+    const VictimAnswer a = pc.receive(10s);
+    // Either answer is defensible: 0/2/FF for the malformed message, or
+    // silence because a Terminate is never answered with one.
+    if (a.terminate &&
+        !(a.terminate->control.code == TerminateCode{TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_unspecified}))
+        out.fail("Terminate " + code_text(a.terminate->control.code) + " for a short Terminate");
+    if (!a.eof) out.fail("the victim did not close the connection");
+    pc.close();
+    Expect e;
+    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
+    check_victim(cx, serial, e, out);
+}
+
 std::vector<uint8_t> terminate_fpdu_body(wire::TerminateLayout layout)
 {
     std::vector<uint8_t> body(PeerConnection::untagged(0x7, wire::rdmap_qn_terminate, 1, 0));
@@ -544,6 +594,69 @@ void oversize_private_data(Context& cx, Outcome& out)
     f.insert(f.end(), {0x00, 0x10, 0x00, 0x10});
     f.resize(20 + 600, 'x');
     startup_attack(cx, out, f, false);
+}
+
+std::vector<uint8_t> request_bytes(uint8_t rev, bool s_bit, std::vector<uint8_t> pd, bool reply_key = false)
+{
+    const auto& key = reply_key ? wire::mpa_reply_key : wire::mpa_request_key;
+    std::vector<uint8_t> f(key.begin(), key.end());
+    f.push_back(static_cast<uint8_t>(0x40 | (s_bit ? 0x10 : 0)));
+    f.push_back(rev);
+    f.push_back(static_cast<uint8_t>(pd.size() >> 8));
+    f.push_back(static_cast<uint8_t>(pd.size()));
+    f.insert(f.end(), pd.begin(), pd.end());
+    return f;
+}
+
+// RFC 6581 §10: a revision above ours is closed without a Reply.
+void request_rev3(Context& cx, Outcome& out)
+{
+    startup_attack(cx, out, request_bytes(3, true, {0x00, 0x10, 0x00, 0x10}), false);
+}
+
+// Rev 2, S=1 but PD_Length 2: the enhanced data cannot be there (P2P-013).
+void request_enhanced_data_missing(Context& cx, Outcome& out)
+{
+    startup_attack(cx, out, request_bytes(2, true, {0x00, 0x10}), false);
+}
+
+// The Reply key where a Request belongs (RFC 5044 §7.1.2: close).
+void request_with_reply_key(Context& cx, Outcome& out)
+{
+    startup_attack(cx, out, request_bytes(2, true, {0x00, 0x10, 0x00, 0x10}, true), false);
+}
+
+// Peer-to-peer with no RTR type at all: the Responder rejects (R=1) itself
+// (CHECKLIST decision 13); the ULP never sees the request.
+void p2p_no_common_rtr(Context& cx, Outcome& out)
+{
+    PeerConnection pc;
+    std::string err;
+    if (!pc.connect_tcp(cx.port, 0, &err)) {
+        out.fail(err);
+        return;
+    }
+    const size_t mark = cx.victim->lines().size();
+    pc.send_raw(request_bytes(2, true, {0x80, 0x10, 0x00, 0x10}));  // A=1, B=C=D=0
+    std::vector<uint8_t> got;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        uint8_t b[600];
+        const ssize_t n = ::recv(pc.fd(), b, sizeof(b), 0);
+        if (n <= 0) break;
+        got.insert(got.end(), b, b + n);
+    }
+    const auto r = wire::parse_mpa_frame(got, wire::MpaFrameType::reply, true);
+    if (r.status != wire::MpaParseStatus::complete) out.fail("no well-formed Reply: " + std::string(wire::to_string(r.status)));
+    else if (!r.frame.reject) out.fail("the Reply accepts a peer-to-peer Request without RTR types");
+    else if (!r.frame.enhanced || !r.frame.enhanced->peer_to_peer ||
+             !(r.frame.enhanced->zero_length_write_rtr || r.frame.enhanced->zero_length_read_rtr ||
+               r.frame.enhanced->zero_length_send_rtr))
+        out.fail("the rejecting Reply does not say which RTR types the Responder supports");
+    pc.close();
+    cx.victim->pump(300ms);
+    for (size_t i = mark; i < cx.victim->lines().size(); ++i)
+        if (cx.victim->lines()[i].rfind("REQUEST", 0) == 0) out.fail("the request reached the ULP");
 }
 
 void truncated_request(Context& cx, Outcome& out)
@@ -700,6 +813,13 @@ const std::map<std::string, Scenario>& scenarios()
         {"close_after_startup", [](Context& c, Outcome& o) { close_after_startup(c, o, false); }},
         {"reset_after_startup", [](Context& c, Outcome& o) { close_after_startup(c, o, true); }},
         {"many_connections", many_connections},
+        {"unsolicited_read_response", unsolicited_read_response},
+        {"send_invalidate_unknown_stag", send_invalidate_unknown_stag},
+        {"short_terminate", short_terminate},
+        {"request_rev3", request_rev3},
+        {"request_enhanced_data_missing", request_enhanced_data_missing},
+        {"request_with_reply_key", request_with_reply_key},
+        {"p2p_no_common_rtr", p2p_no_common_rtr},
     };
     return s;
 }
