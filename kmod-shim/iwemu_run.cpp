@@ -5,8 +5,8 @@
 // Prepares the sysfs tree, then execs PROGRAM with the shim preloaded and
 // libibverbs/librdmacm pointed at the tree.  The shim and the provider are
 // found relative to this executable, so the same binary works from the build
-// tree (build/bin -> build/lib) and when installed (bin -> lib/<triplet>/iwemu,
-// provider in lib/<triplet>/libibverbs).
+// tree (build/bin -> build/lib) and when installed (bin -> <libdir>/iwemu,
+// provider in <libdir>/libibverbs, e.g. /usr/lib/x86_64-linux-gnu/...).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,6 +18,11 @@
 #include <vector>
 
 #include "kmod-shim/sysfs_tree.h"
+
+// <bindir> -> <libdir>, relative (set by kmod-shim/CMakeLists.txt).
+#ifndef IWEMU_BIN_TO_LIBDIR
+#define IWEMU_BIN_TO_LIBDIR "../lib"
+#endif
 
 namespace {
 
@@ -111,7 +116,9 @@ int main(int argc, char** argv)
     const std::string bin = self_dir();
     std::vector<std::string> dirs;
     if (const char* d = std::getenv("IWEMU_LIBDIR"); d && *d) dirs.push_back(d);
-    for (const char* rel : {"/../lib", "/../lib/x86_64-linux-gnu/iwemu", "/../lib/iwemu"}) dirs.push_back(bin + rel);
+    // Build tree first (build/bin -> build/lib), then the installed layout.
+    const std::string libdir = bin + "/" IWEMU_BIN_TO_LIBDIR;
+    for (const std::string& d : {bin + "/../lib", libdir + "/iwemu"}) dirs.push_back(d);
 
     std::string looked;
     std::string shim = find_in(dirs, kShim, &looked);
@@ -129,8 +136,7 @@ int main(int argc, char** argv)
         }
     } else {
         std::vector<std::string> pdirs = dirs;
-        for (const char* rel : {"/../lib/x86_64-linux-gnu/libibverbs", "/../lib/libibverbs"})
-            pdirs.push_back(bin + rel);
+        pdirs.push_back(libdir + "/libibverbs");  // where libibverbs itself looks
         looked.clear();
         provider = find_in(pdirs, kProvider, &looked);
         if (provider.empty()) {
