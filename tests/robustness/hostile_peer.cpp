@@ -16,11 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "emulator/wire/read_request.h"
 #include "emulator/wire/terminate_codes.h"
 #include "tests/robustness/peer_connection.h"
 #include "tests/robustness/victim_process.h"
@@ -120,6 +122,27 @@ void check_victim(Context& cx, int serial, const Expect& e, Outcome& out)
     }
 }
 
+// RFC 5040 §4.8: with D=1 the Terminate echoes the offending segment's DDP
+// header (14 or 18 octets by its T bit) and its length; with R=1 the Read
+// Request header.  `offending` = that segment's ULPDU as we sent it.
+void check_echoed_headers(const wire::TerminateMessage& t, std::span<const uint8_t> offending, Outcome& out)
+{
+    if (t.control.d && !offending.empty()) {
+        const size_t n = wire::ddp_header_size(offending[0]);
+        if (t.terminated_ddp_octets.size() != n ||
+            !std::equal(t.terminated_ddp_octets.begin(), t.terminated_ddp_octets.end(), offending.begin()))
+            out.fail("the echoed DDP header is not the offending segment's");
+        if (t.control.m && t.ddp_segment_length != offending.size())
+            out.fail("DDP Segment Length " + std::to_string(t.ddp_segment_length) + ", segment was " +
+                     std::to_string(offending.size()));
+    }
+    if (t.control.r && offending.size() >= wire::ddp_untagged_header_size + wire::rdma_read_request_header_size) {
+        const auto sent = wire::decode_read_request(offending.subspan(wire::ddp_untagged_header_size));
+        if (!t.terminated_rdma_header || !sent || !(*t.terminated_rdma_header == *sent))
+            out.fail("the echoed Read Request header differs from the one sent");
+    }
+}
+
 void check_terminate(const VictimAnswer& a, const Expect& e, Outcome& out)
 {
     if (!e.terminate) {
@@ -163,6 +186,7 @@ void fpdu_attack(Context& cx, Outcome& out, const std::string& extra, Expect e,
     attack(pc);
     const VictimAnswer a = pc.receive(10s);
     check_terminate(a, e, out);
+    if (a.terminate) check_echoed_headers(*a.terminate, pc.last_ulpdu(), out);
     pc.close();
     check_victim(cx, serial, e, out);
 }
@@ -439,6 +463,7 @@ void reads_beyond_ird(Context& cx, Outcome& out, bool patient_victim)
     const VictimAnswer a = pc.receive(30s);
     Expect e = term(TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_msn_no_buffer, true, false);
     check_terminate(a, e, out);
+    if (a.terminate) check_echoed_headers(*a.terminate, pc.last_ulpdu(), out);
     pc.close();
     check_victim(cx, serial, e, out);
 }

@@ -191,6 +191,8 @@ bool PeerConnection::send_raw(std::span<const uint8_t> bytes)
 
 std::vector<uint8_t> PeerConnection::fpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload) const
 {
+    last_ulpdu_.assign(header.begin(), header.end());
+    last_ulpdu_.insert(last_ulpdu_.end(), payload.begin(), payload.end());
     std::vector<uint8_t> out(wire::mpa_fpdu_wire_length(header.size() + payload.size(), false));
     const size_t n = wire::encode_fpdu(out, header, payload, 0, wire::FpduFraming{crc_, false});
     if (n > 0 || header.size() + payload.size() > wire::mpa_ulpdu_length_max) {

@@ -85,6 +85,8 @@ public:
     bool crc() const { return crc_; }
     const VictimInfo& victim() const { return info_; }
     const wire::MpaFrame& reply() const { return reply_; }
+    // ULPDU (header ‖ payload) of the last FPDU built: what a Terminate for it echoes.
+    const std::vector<uint8_t>& last_ulpdu() const { return last_ulpdu_; }
     bool reply_seen() const { return reply_seen_; }
 
 private:
@@ -94,6 +96,7 @@ private:
     wire::MpaFrame reply_;
     std::vector<uint8_t> reply_bytes_;
     std::vector<uint8_t> leftover_;  // octets after the Reply
+    mutable std::vector<uint8_t> last_ulpdu_;
     VictimInfo info_;
 };
 
