@@ -252,7 +252,7 @@ for s in $streams; do
     for dir_name in init resp; do
         if [ $dir_name = init ]; then f="tcp.srcport==$ip"; else f="tcp.srcport==$port"; fi
         T -o tcp.desegment_tcp_streams:FALSE -Y "tcp.stream==$s && $f && tcp.len > 0" -T fields -e tcp.seq -e tcp.payload \
-            | sort -n -k1,1 -u | cut -f2 | tr -d ':\n' | xxd -r -p > "$dir/s$s.$dir_name.bin"
+            | sort -n -k1,1 -u | cut -f2 | tr -d ':\n' | perl -e 'local $/; print pack("H*", <STDIN>)' > "$dir/s$s.$dir_name.bin"
         "$cli" decode --markers $([ "$markers" = 1 ] && echo on || echo off) "$dir/s$s.$dir_name.bin" > "$dir/s$s.$dir_name.txt" 2>&1
         rc=$?
         summary=$(grep '^end:' "$dir/s$s.$dir_name.txt")
