@@ -1,5 +1,7 @@
 #include "emulator/cq.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "emulator/emulator.h"
@@ -36,6 +38,14 @@ int CompletionQueue::poll(Completion* out, int max)
         for (QueuePair* qp : qps_) {
             qp->try_tx_progress();
             qp->try_rx_progress();
+        }
+        if (pass == 0) {
+            std::lock_guard<std::mutex> g2(lock_);
+            if (count_ == 0) {
+                // Still nothing: give the CPU to a runnable engine thread (busy-polling
+                // applications on small machines would otherwise starve it).
+                sched_yield();
+            }
         }
     }
     return 0;
