@@ -38,6 +38,7 @@ cleanup() {
     if [ "$keep" -eq 1 ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # interrupted: still purge and clean up
 
 ok() { passed=$((passed + 1)); echo "ok   $*"; }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
