@@ -169,6 +169,14 @@ else
     echo "$loaded"; bad "unexpected iwemu objects loaded"
 fi
 
+# Installed, iwemu stays out of programs not started by iwemu-run.
+as root env LD_DEBUG=files timeout 30 ibv_devices > "$work/plain.log" 2>&1
+if ! grep -q 'file=[^ ]*iwemu' "$work/plain.log"; then
+    ok "ibv_devices without iwemu-run loads nothing of iwemu"
+else
+    grep 'file=[^ ]*iwemu' "$work/plain.log" | head -n 5; bad "iwemu loaded without iwemu-run"
+fi
+
 # ---------------------------------------------------------------- programs
 for user in root nobody; do
     log=$work/$user
