@@ -61,6 +61,7 @@ constexpr Key keys[] = {
     {"rtr", "IWEMU_RTR"},
     {"seed_rtr", "IWEMU_SEED_RTR"},
     {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
+    {"oob_timeout_ms", "IWEMU_OOB_TIMEOUT_MS"},
     {"ird", "IWEMU_IRD"},
     {"ord", "IWEMU_ORD"},
     {"busy_poll", "IWEMU_BUSY_POLL"},
@@ -83,6 +84,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "rtr") { ok = valid_rtr_list(value); if (ok) rtr_types = std::string(value); }
     else if (key == "seed_rtr") ok = parse_bool(value, &seed_rtr_frame);
     else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
+    else if (key == "oob_timeout_ms") ok = parse_u32(value, 100, 600000, &oob_timeout_ms);
     else if (key == "ird") { ok = parse_u32(value, 0, 128, &n); if (ok) ird = static_cast<uint16_t>(n); }
     else if (key == "ord") { ok = parse_u32(value, 0, 128, &n); if (ok) ord = static_cast<uint16_t>(n); }
     else if (key == "busy_poll") ok = parse_bool(value, &busy_poll);

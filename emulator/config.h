@@ -22,6 +22,7 @@ struct Config {
     std::string rtr_types = "write,read";  // IWEMU_RTR: offered RTR types, in preference order (write,read,send)
     bool seed_rtr_frame = false;     // IWEMU_SEED_RTR: seed-002 Rtr-frame mode (iwemu peers only)
     uint32_t mpa_timeout_ms = 10000; // IWEMU_MPA_TIMEOUT_MS: startup / RTR wait
+    uint32_t oob_timeout_ms = 10000; // IWEMU_OOB_TIMEOUT_MS: modify_qp(RTR)-connected QPs: refused connects retried this long
     uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
     uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
     // Engine

@@ -12,6 +12,7 @@
 
 #include "emulator/engine.h"
 #include "emulator/log.h"
+#include "emulator/qp_endpoint.h"
 
 namespace iwemu {
 
@@ -33,10 +34,12 @@ Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_m
     // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
     device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
     detect_identity();
+    qp_endpoint_ = std::make_unique<QpEndpoint>(*this);
 }
 
 Emulator::~Emulator()
 {
+    qp_endpoint_.reset();  // no CM or timer thread may touch a QP from here on
     {
         std::lock_guard<std::mutex> g(engine_lock_);
         if (engine_) engine_->stop();
@@ -227,10 +230,10 @@ int Emulator::create_qp(ProtectionDomain* pd, QpInitAttr& attr, QueuePair** out)
         std::lock_guard<std::mutex> g(objects_lock_);
         if (qps_.size() >= limits::max_qp) return ENOMEM;
         if (cqs_.find(attr.send_cq) == cqs_.end() || cqs_.find(attr.recv_cq) == cqs_.end()) return EINVAL;
-        uint32_t qpn;
-        do {
-            qpn = next_qpn_++ & 0xFFFFFF;
-        } while (qpn < 2 || qps_.count(qpn));
+        // (endpoint port << 8) | slot, so that a peer can dial it (qp_endpoint.h);
+        // numbered here only when this process cannot listen.
+        uint32_t qpn = qp_endpoint_->allocate_qpn([this](uint32_t n) { return qps_.count(n) != 0; });
+        while (qpn < 2 || qps_.count(qpn)) qpn = next_qpn_++ & 0xFFFFFF;
         qp = std::make_shared<QueuePair>(*this, qpn, pd, attr);
         qps_.emplace(qpn, qp);
     }
@@ -258,6 +261,7 @@ int Emulator::destroy_qp(QueuePair* qp)
     ia.send_cq->detach_qp(qp);
     if (ia.recv_cq != ia.send_cq) ia.recv_cq->detach_qp(qp);
     keep->shutdown_for_destroy();
+    qp_endpoint_->forget(keep->qp_num());  // cancel a pending modify_qp connect, free the number
     if (ia.srq) ia.srq->users.fetch_sub(1);
     keep->pd()->users_.fetch_sub(1, std::memory_order_acq_rel);
     return 0;  // memory goes when the engine drops its last reference

@@ -37,6 +37,7 @@
 namespace iwemu {
 
 class Engine;
+class QpEndpoint;
 
 class Emulator {
 public:
@@ -87,6 +88,8 @@ public:
     StagTable& stags() { return stags_; }
     std::shared_ptr<QueuePair> find_qp(uint32_t qp_num);
     Engine& engine();   // started on first use
+    // QP numbering and connecting QPs by modify_qp(RTR, AV + dest QPN) (qp_endpoint.h).
+    QpEndpoint& qp_endpoint() { return *qp_endpoint_; }
     void post_async_event(const AsyncEvent& ev);
     uint32_t live_qps() const;
 
@@ -112,6 +115,8 @@ private:
 
     std::mutex engine_lock_;
     std::unique_ptr<Engine> engine_;
+
+    std::unique_ptr<QpEndpoint> qp_endpoint_;  // last: its threads call into the members above
 };
 
 }  // namespace iwemu

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "emulator/qp_endpoint.h"
 #include "provider/abi_guard.h"
 #include "provider/objects.h"
 
@@ -120,14 +121,30 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
     if ((mask & IBV_QP_STATE) && mask == IBV_QP_STATE && attr->qp_state == IBV_QPS_SQD &&
         (qp->state() == QpState::err || qp->state() == QpState::sqe))
         return 0;
-    // An iWARP QP gets its connection from rdma_cm (the LLP stream), never
-    // from an InfiniBand address vector and remote QPN.  IB-style connects
-    // (perftest without -R, qperf without -cm1) fail here at once with a
-    // clear error instead of leaving a QP in RTS with no peer.
-    if (mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_ALT_PATH)) return EOPNOTSUPP;
+    // IB-style connect (perftest without -R, ibv_rc_pingpong): RTR with an
+    // address vector and a destination QPN.  Real iWARP cannot do this; iwemu
+    // dials the peer's QP endpoint (docs/oob-connect.md).  Only the GRH
+    // (dgid) locates a peer: a LID-only AV cannot.
+    if (mask & IBV_QP_ALT_PATH) return EOPNOTSUPP;
+    const bool oob = (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) != 0;
+    if (oob && (!(mask & IBV_QP_STATE) || attr->qp_state != IBV_QPS_RTR ||
+                (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) != (IBV_QP_AV | IBV_QP_DEST_QPN) || !attr->ah_attr.is_global))
+        return EINVAL;
+    ibv_gid sgid{};
+    Gid local{}, remote{};
+    if (oob) {
+        const uint8_t port = attr->ah_attr.port_num ? attr->ah_attr.port_num : 1;
+        if (ibv_query_gid(ibqp->context, port, attr->ah_attr.grh.sgid_index, &sgid) != 0) return EINVAL;
+        std::memcpy(local.data(), sgid.raw, local.size());
+        std::memcpy(remote.data(), attr->ah_attr.grh.dgid.raw, remote.size());
+        // Refuse an unusable peer before the QP changes state.
+        if (int err = QpEndpoint::check_peer(qp->qp_num(), local, remote, attr->dest_qp_num)) return err;
+    }
     QpAttr a;
     to_emu_attr(*attr, &a);
-    return qp->modify(a, static_cast<uint32_t>(mask));
+    if (!oob) return qp->modify(a, static_cast<uint32_t>(mask));
+    if (int err = qp->modify(a, static_cast<uint32_t>(mask) & ~uint32_t{IBV_QP_AV | IBV_QP_DEST_QPN})) return err;
+    return emu().qp_endpoint().connect(qp->qp_num(), local, remote, attr->dest_qp_num);
 }
 
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init)

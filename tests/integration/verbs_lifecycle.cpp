@@ -294,12 +294,14 @@ int main()
     CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
     CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE, &qinit) == 0 && attr.qp_state == IBV_QPS_INIT);
     attr = {};
-    attr.qp_state = IBV_QPS_RTR;  // IB-style connect (perftest without -R): refused at once
+    attr.qp_state = IBV_QPS_RTR;  // IB-style connect to an unspecified dgid: refused at once, QP stays in INIT
     attr.dest_qp_num = 1234;
     attr.ah_attr.is_global = 1;
     attr.ah_attr.port_num = 1;
     CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU | IBV_QP_RQ_PSN) ==
-          EOPNOTSUPP);
+          EINVAL);
+    CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE, &qinit) == 0 && attr.qp_state == IBV_QPS_INIT);
+    attr = {};
     attr = {};
     attr.qp_state = IBV_QPS_SQE;  // only the RNIC itself enters SQE
     CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) != 0);
