@@ -340,6 +340,9 @@ struct VariantCase {
     uint32_t mulpdu;
 };
 
+// gtest would otherwise print the raw bytes, padding included (valgrind noise).
+void PrintTo(const VariantCase& v, std::ostream* os) { *os << v.name; }
+
 class Variants : public ::testing::TestWithParam<VariantCase> {};
 
 // Every opcode through one configuration: Send (several sizes), Write, Read,
