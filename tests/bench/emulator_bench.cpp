@@ -173,10 +173,12 @@ void connect_hosts(Host& a, Host& b)
 
 double emu_bandwidth(size_t msg, bool use_send)
 {
+    constexpr int depth = 32;
+    // Buffers outlive the endpoints: receives are still posted (and data may
+    // still be arriving) when the measurement ends.
+    std::vector<uint8_t> src(msg, 1), dst(msg * depth);
     Host a, b;
     connect_hosts(a, b);
-    constexpr int depth = 32;
-    std::vector<uint8_t> src(msg, 1), dst(msg * depth);
     MemoryRegion* smr = a.reg(src.data(), src.size());
     MemoryRegion* dmr = b.reg(dst.data(), dst.size());
     std::atomic<bool> stop{false};
@@ -244,9 +246,9 @@ double emu_bandwidth(size_t msg, bool use_send)
 
 double emu_latency_us(size_t msg)
 {
+    std::vector<uint8_t> abuf(64), bbuf(64);
     Host a, b;
     connect_hosts(a, b);
-    std::vector<uint8_t> abuf(64), bbuf(64);
     MemoryRegion* amr = a.reg(abuf.data(), 64);
     MemoryRegion* bmr = b.reg(bbuf.data(), 64);
     auto post_recv = [](Host& h, uint8_t* p, MemoryRegion* mr) {
