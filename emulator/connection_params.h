@@ -42,6 +42,11 @@ struct ConnectionParams {
     // FPDU.  Otherwise a Responder sends nothing until the Initiator's first
     // FPDU has arrived (RFC 5044 §7.1.2 rule 4).
     bool responder_may_send_first = false;
+    // Connected by modify_qp(RTR) (qp_endpoint.h): the application expects
+    // InfiniBand teardown, where a QP never sees its peer's destroy.  An
+    // orderly close (FIN) by the peer then leaves posted receives pending
+    // instead of flushing them (the SQ is still flushed; RST/errors flush all).
+    bool keep_rq_on_peer_close = false;
 };
 
 }  // namespace iwemu

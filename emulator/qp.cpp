@@ -449,7 +449,15 @@ void QueuePair::shutdown_for_destroy()
     std::lock_guard<std::mutex> rg(rx_lock_);
     std::lock_guard<std::mutex> sg(sq_lock_);
     destroyed_ = true;
-    close_socket_locked(true);
+    // A clean stream (all FPDUs handed to TCP, no Terminate) ends with a FIN,
+    // like siw releasing its socket: the peer still receives what was sent
+    // last (ibv_rc_pingpong destroys its QP as soon as its final Send
+    // completed).  Anything else is aborted (RST); so is a stream with unread
+    // inbound data (the kernel's rule for close()).
+    const QpState st = state_.load();
+    const bool clean = (st == QpState::rts || st == QpState::sqd) && iov_count_ == 0 && !terminate_pending_ &&
+                       !tx_stopped_;
+    close_socket_locked(!clean);
     for (uint32_t i = 0; i < irq_count_; ++i) {
         ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
         if (j.source) StagTable::release(j.source);

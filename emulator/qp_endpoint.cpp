@@ -279,7 +279,10 @@ void QpEndpoint::start_connect_locked(uint32_t qpn, Link& link, Actions& act)
     std::weak_ptr<QueuePair> weak = link.qp;
     args.endpoint.attach = [weak](cm::ConnectionId, const ConnectionParams& p) {
         auto qp = weak.lock();
-        return qp ? qp->attach_connection(p) : -ENOENT;
+        if (!qp) return -ENOENT;
+        ConnectionParams ib_style = p;
+        ib_style.keep_rq_on_peer_close = true;
+        return qp->attach_connection(ib_style);
     };
     const uint64_t attempt = next_attempt_++;
     link.attempt = attempt;
@@ -303,7 +306,10 @@ bool QpEndpoint::accept_locked(uint32_t qpn, Link& link, cm::ConnectionId id, Ac
     std::weak_ptr<QueuePair> weak = link.qp;
     args.endpoint.attach = [weak](cm::ConnectionId, const ConnectionParams& p) {
         auto qp = weak.lock();
-        return qp ? qp->attach_connection(p) : -ENOENT;
+        if (!qp) return -ENOENT;
+        ConnectionParams ib_style = p;
+        ib_style.keep_rq_on_peer_close = true;
+        return qp->attach_connection(ib_style);
     };
     if (int rc = cm_->accept(id, args); rc != 0) {
         IWEMU_LOG(warn, "qp %u: accept failed (%d)", qpn, rc);

@@ -675,7 +675,7 @@ void QueuePair::rx_connection_lost(int err)
         }
         defer_locked(std::nullopt, err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
     }
-    if (flush || rx_send_active_) flush_rq();
+    if ((flush && !(err == 0 && params_.keep_rq_on_peer_close)) || rx_send_active_) flush_rq();
 }
 
 }  // namespace iwemu

@@ -1,0 +1,25 @@
+# Connected without rdma_cm (included from tests/integration/CMakeLists.txt):
+# unmodified perftest (no -R) and ibv_rc_pingpong connect their QPs with
+# ibv_modify_qp INIT/RTR/RTS; iwemu dials the peer QP (docs/oob-connect.md).
+# Server and client in separate processes, each bounded by `timeout`.
+set(OOB_HERE ${CMAKE_CURRENT_LIST_DIR})
+
+function(iwemu_oob_test name)
+  add_test(NAME integration.oob.${name} COMMAND timeout 120 ${ARGN})
+  set_tests_properties(integration.oob.${name} PROPERTIES
+    LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
+endfunction()
+
+foreach(bench ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat)
+  foreach(size 2 65536)
+    iwemu_oob_test(perftest_${bench}_${size}
+      ${OOB_HERE}/oob_perftest.sh $<TARGET_FILE:iwemu_run> ${bench} 127.0.0.1 -s ${size} -n 500)
+  endforeach()
+endforeach()
+iwemu_oob_test(perftest_ib_write_bw_q8
+  ${OOB_HERE}/oob_perftest.sh $<TARGET_FILE:iwemu_run> ib_write_bw 127.0.0.1 -q 8 -n 500)
+iwemu_oob_test(perftest_ib_send_bw_nonloopback
+  ${OOB_HERE}/oob_perftest.sh $<TARGET_FILE:iwemu_run> ib_send_bw nonloopback -n 500)
+iwemu_oob_test(ibv_rc_pingpong ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
+iwemu_oob_test(ibv_rc_pingpong_64k
+  ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 -s 65536 -n 1000)
