@@ -177,6 +177,13 @@ uint32_t QpEndpoint::allocate_qpn(const std::function<bool(uint32_t)>& taken)
     return 0;
 }
 
+bool QpEndpoint::link_failed(uint32_t qpn)
+{
+    std::lock_guard g(lock_);
+    auto it = links_.find(qpn);
+    return it != links_.end() && it->second.state == LinkState::failed;
+}
+
 void QpEndpoint::forget(uint32_t qpn)
 {
     Actions act;

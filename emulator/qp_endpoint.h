@@ -69,6 +69,9 @@ public:
     // caller that wants to refuse before changing the QP's state.
     static int check_peer(uint32_t qpn, const Gid& local_gid, const Gid& remote_gid, uint32_t remote_qpn);
 
+    // The QP's modify_qp connect has failed (it is in ERROR, QP_FATAL sent).
+    bool link_failed(uint32_t qpn);
+
     // The QP is being destroyed: cancel its link, free its slot.
     void forget(uint32_t qpn);
 

@@ -121,6 +121,12 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
     if ((mask & IBV_QP_STATE) && mask == IBV_QP_STATE && attr->qp_state == IBV_QPS_SQD &&
         (qp->state() == QpState::err || qp->state() == QpState::sqe))
         return 0;
+    // The connect started at RTR may fail before the application asks for
+    // RTS: let that request pass (the QP stays in ERROR) so the failure is
+    // reported the IB way, as QP_FATAL and flushed work requests.
+    if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS && qp->state() == QpState::err &&
+        emu().qp_endpoint().link_failed(qp->qp_num()))
+        return 0;
     // IB-style connect (perftest without -R, ibv_rc_pingpong): RTR with an
     // address vector and a destination QPN.  Real iWARP cannot do this; iwemu
     // dials the peer's QP endpoint (docs/oob-connect.md).  Only the GRH

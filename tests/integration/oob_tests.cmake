@@ -23,3 +23,11 @@ iwemu_oob_test(perftest_ib_send_bw_nonloopback
 iwemu_oob_test(ibv_rc_pingpong ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
 iwemu_oob_test(ibv_rc_pingpong_64k
   ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 -s 65536 -n 1000)
+
+# Ordering, active/active, error paths and QPN space in one process (short
+# timeouts so that every failure case is reported within a few seconds).
+add_executable(oob_connect_test ${OOB_HERE}/oob_connect_test.cpp)
+target_link_libraries(oob_connect_test PRIVATE ${IBVERBS_LIBRARY})
+add_dependencies(oob_connect_test iwemu_run iwemu_shim iwemu_provider)
+iwemu_oob_test(connect env IWEMU_OOB_TIMEOUT_MS=1000 IWEMU_MPA_TIMEOUT_MS=1000
+  $<TARGET_FILE:iwemu_run> $<TARGET_FILE:oob_connect_test>)
