@@ -103,6 +103,7 @@ QpEndpoint::~QpEndpoint()
     }
     timer_cv_.notify_all();
     if (timer_.joinable()) timer_.join();
+    { std::lock_guard r(run_lock_); }  // a handler's run() in progress has finished
     cm_.reset();  // closes the listeners and connections in startup, joins the CM thread
 }
 
@@ -340,6 +341,11 @@ void QpEndpoint::fail_locked(Link& link, const char* why, uint32_t qpn, Actions&
 
 void QpEndpoint::run(Actions& act)
 {
+    std::lock_guard r(run_lock_);
+    {
+        std::lock_guard g(lock_);
+        if (stop_) return;  // being destroyed: the CM closes everything itself
+    }
     for (cm::ConnectionId id : act.destroy) cm_->destroy(id);
     for (auto [id, reason] : act.reject) {
         std::array<uint8_t, cm::oob_private_data_size> pd{};
@@ -369,6 +375,7 @@ void QpEndpoint::on_active_event(uint32_t qpn, uint64_t attempt, const cm::CmEve
     Actions act;
     {
         std::lock_guard g(lock_);
+        if (stop_) return;
         auto it = links_.find(qpn);
         if (it == links_.end() || it->second.attempt != attempt) {
             if (ev.type == cm::CmEventType::established) act.destroy.push_back(ev.connection);
@@ -423,6 +430,7 @@ void QpEndpoint::on_listener_event(const cm::CmEvent& ev)
     }
     {
         std::lock_guard g(lock_);
+        if (stop_) return;
         switch (ev.type) {
         case cm::CmEventType::connect_request: {
             auto reject = [&](cm::OobRejectReason r) { act.reject.emplace_back(ev.connection, static_cast<uint8_t>(r)); };

@@ -148,6 +148,9 @@ private:
     std::unordered_map<cm::ConnectionId, Parked> parked_;
     uint64_t next_attempt_ = 1;
 
+    // Held while run() calls into the CM: the destructor waits for it once
+    // stop_ is set, so no handler touches cm_ while it is torn down.
+    std::mutex run_lock_;
     std::condition_variable timer_cv_;
     std::thread timer_;
     bool stop_ = false;
