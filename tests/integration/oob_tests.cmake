@@ -21,6 +21,9 @@ iwemu_oob_test(perftest_ib_write_bw_q8
 iwemu_oob_test(perftest_ib_send_bw_nonloopback
   ${OOB_HERE}/oob_perftest.sh $<TARGET_FILE:iwemu_run> ib_send_bw nonloopback -n 500)
 iwemu_oob_test(ibv_rc_pingpong ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
+# No privilege is needed (as nobody when run as root; skipped otherwise).
+iwemu_oob_test(ibv_rc_pingpong.unprivileged
+  ${OOB_HERE}/as_nobody.sh ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
 iwemu_oob_test(ibv_rc_pingpong_64k
   ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 -s 65536 -n 1000)
 
