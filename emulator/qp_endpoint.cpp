@@ -185,6 +185,33 @@ bool QpEndpoint::link_failed(uint32_t qpn)
     return it != links_.end() && it->second.state == LinkState::failed;
 }
 
+void QpEndpoint::cancel_locked(uint32_t qpn, Actions& act)
+{
+    auto it = links_.find(qpn);
+    if (it != links_.end()) {
+        if (it->second.conn) act.destroy.push_back(it->second.conn);
+        links_.erase(it);
+    }
+    for (auto pi = parked_.begin(); pi != parked_.end();) {
+        if (pi->second.target_qpn == qpn) {
+            act.reject.emplace_back(pi->first, static_cast<uint8_t>(cm::OobRejectReason::qp_state));
+            pi = parked_.erase(pi);
+        } else {
+            ++pi;
+        }
+    }
+}
+
+void QpEndpoint::reset(uint32_t qpn)
+{
+    Actions act;
+    {
+        std::lock_guard g(lock_);
+        cancel_locked(qpn, act);
+    }
+    run(act);
+}
+
 void QpEndpoint::forget(uint32_t qpn)
 {
     Actions act;
@@ -192,19 +219,7 @@ void QpEndpoint::forget(uint32_t qpn)
         std::lock_guard g(lock_);
         for (Port& p : ports_)
             if (p.number == (qpn >> 8)) p.used[qpn & 0xFF] = false;
-        auto it = links_.find(qpn);
-        if (it != links_.end()) {
-            if (it->second.conn) act.destroy.push_back(it->second.conn);
-            links_.erase(it);
-        }
-        for (auto pi = parked_.begin(); pi != parked_.end();) {
-            if (pi->second.target_qpn == qpn) {
-                act.reject.emplace_back(pi->first, static_cast<uint8_t>(cm::OobRejectReason::no_such_qp));
-                pi = parked_.erase(pi);
-            } else {
-                ++pi;
-            }
-        }
+        cancel_locked(qpn, act);
     }
     run(act);
 }

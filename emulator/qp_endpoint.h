@@ -72,6 +72,8 @@ public:
     // The QP's modify_qp connect has failed (it is in ERROR, QP_FATAL sent).
     bool link_failed(uint32_t qpn);
 
+    // The QP was reset: cancel its link (a later RTR may name another peer).
+    void reset(uint32_t qpn);
     // The QP is being destroyed: cancel its link, free its slot.
     void forget(uint32_t qpn);
 
@@ -130,6 +132,7 @@ private:
     void start_connect_locked(uint32_t qpn, Link& link, Actions& act);
     bool accept_locked(uint32_t qpn, Link& link, cm::ConnectionId id, Actions& act);
     void fail_locked(Link& link, const char* why, uint32_t qpn, Actions& act);
+    void cancel_locked(uint32_t qpn, Actions& act);
     void run(Actions& act);
     void on_listener_event(const cm::CmEvent& ev);
     void on_active_event(uint32_t qpn, uint64_t attempt, const cm::CmEvent& ev);

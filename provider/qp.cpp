@@ -148,7 +148,12 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
     }
     QpAttr a;
     to_emu_attr(*attr, &a);
-    if (!oob) return qp->modify(a, static_cast<uint32_t>(mask));
+    if (!oob) {
+        const int err = qp->modify(a, static_cast<uint32_t>(mask));
+        // RESET forgets the peer a modify_qp connect was given.
+        if (!err && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) emu().qp_endpoint().reset(qp->qp_num());
+        return err;
+    }
     if (int err = qp->modify(a, static_cast<uint32_t>(mask) & ~uint32_t{IBV_QP_AV | IBV_QP_DEST_QPN})) return err;
     return emu().qp_endpoint().connect(qp->qp_num(), local, remote, attr->dest_qp_num);
 }

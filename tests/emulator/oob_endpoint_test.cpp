@@ -193,6 +193,31 @@ TEST(QpEndpointLoopback, WrongDestQpnEndsInErrorAndQpFatalOnBothSides)
     EXPECT_TRUE(h2.emu.qp_endpoint().link_failed(b->qp_num()));
 }
 
+TEST(QpEndpointLoopback, AfterResetAQpConnectsToAnotherPeer)
+{
+    Host h1, h2;
+    const Gid lo = gid_of("::ffff:127.0.0.1");
+    QueuePair* a = h1.qp();
+    QueuePair* b = h2.qp();
+    EXPECT_EQ(h1.emu.qp_endpoint().connect(a->qp_num(), lo, lo, b->qp_num() ^ 0x80), 0);
+    EXPECT_EQ(h2.emu.qp_endpoint().connect(b->qp_num(), lo, lo, a->qp_num() ^ 0x80), 0);
+    EXPECT_TRUE(eventually([&] { return h1.has_fatal(a->qp_num()) && h2.has_fatal(b->qp_num()); }, 8000ms));
+    for (auto [h, q] : {std::pair{&h1, a}, std::pair{&h2, b}}) {
+        QpAttr r;
+        r.qp_state = QpState::reset;
+        EXPECT_EQ(q->modify(r, qp_attr_state), 0);
+        h->emu.qp_endpoint().reset(q->qp_num());  // what the provider does after RESET
+        EXPECT_FALSE(h->emu.qp_endpoint().link_failed(q->qp_num()));
+        r.qp_state = QpState::init;
+        EXPECT_EQ(q->modify(r, qp_attr_state), 0);
+        r.qp_state = QpState::rtr;
+        EXPECT_EQ(q->modify(r, qp_attr_state), 0);
+    }
+    EXPECT_EQ(h1.emu.qp_endpoint().connect(a->qp_num(), lo, lo, b->qp_num()), 0);
+    EXPECT_EQ(h2.emu.qp_endpoint().connect(b->qp_num(), lo, lo, a->qp_num()), 0);
+    EXPECT_TRUE(eventually([&] { return a->connected() && b->connected(); }));
+}
+
 TEST(QpEndpointLoopback, RequestBeforeTheTargetsRtrIsHeldUntilIt)
 {
     Host h1, h2;
