@@ -18,7 +18,7 @@ int CompletionQueue::poll(Completion* out, int max)
 {
     if (max <= 0) return 0;
     for (int pass = 0; pass < 2; ++pass) {
-        {
+        if (published_.load(std::memory_order_acquire) > 0) {
             std::lock_guard<std::mutex> g(lock_);
             if (count_ > 0) {
                 const int n = static_cast<int>(std::min<uint32_t>(count_, static_cast<uint32_t>(max)));
@@ -27,6 +27,7 @@ int CompletionQueue::poll(Completion* out, int max)
                     head_ = head_ + 1 == capacity_ ? 0 : head_ + 1;
                 }
                 count_ -= static_cast<uint32_t>(n);
+                published_.store(count_, std::memory_order_release);
                 return n;
             }
         }
@@ -39,13 +40,10 @@ int CompletionQueue::poll(Completion* out, int max)
             qp->try_tx_progress();
             qp->try_rx_progress();
         }
-        if (pass == 0) {
-            std::lock_guard<std::mutex> g2(lock_);
-            if (count_ == 0) {
-                // Still nothing: give the CPU to a runnable engine thread (busy-polling
-                // applications on small machines would otherwise starve it).
-                sched_yield();
-            }
+        if (pass == 0 && published_.load(std::memory_order_acquire) == 0) {
+            // Still nothing: give the CPU to a runnable engine thread (busy-polling
+            // applications on small machines would otherwise starve it).
+            sched_yield();
         }
     }
     return 0;
@@ -92,6 +90,7 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
             if (tail >= capacity_) tail -= capacity_;
             ring_[tail] = c;
             ++count_;
+            published_.store(count_, std::memory_order_release);
             accepted = true;
             // IB semantics: a solicited-only arm also fires on error completions.
             const bool matches = arm_ == Arm::next ||

@@ -3,6 +3,7 @@
 // notification arming (next / solicited) and a completion-channel hook.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -60,6 +61,11 @@ private:
     std::vector<Completion> ring_;
     uint32_t head_ = 0;   // oldest
     uint32_t count_ = 0;
+    // count_, published for an empty check without the lock: a busy-polling
+    // application would otherwise contend with every push() from the engine
+    // thread (futex sleep/wake per completion).  Written under lock_, so a
+    // poll that follows req_notify (which takes lock_) never misses a push.
+    std::atomic<uint32_t> published_{0};
     Arm arm_ = Arm::none;
     bool overflow_ = false;
     std::function<void()> handler_;
