@@ -21,10 +21,10 @@ trap '[ -n "$dc" ] && kill "$dc" 2>/dev/null; rm -rf "$dir"' EXIT
 
 port=
 for _ in $(seq 1 100); do
-    p=$((50000 + RANDOM % 11))
+    p=$((49000 + RANDOM % 3000))
     if ! ss -Htan "sport = :$p or dport = :$p" | grep -q .; then port=$p; break; fi
 done
-[ -n "$port" ] || { echo "no free port in 50000-50010"; exit 1; }
+[ -n "$port" ] || { echo "no free port in 49000-51999"; exit 1; }
 cap=$dir/cap.pcapng
 dumpcap -q -i lo -f "tcp port $port" -w "$cap" > "$dir/dumpcap.log" 2>&1 &
 dc=$!
