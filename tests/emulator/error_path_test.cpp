@@ -186,29 +186,9 @@ TEST(ErrorPath, ReadFromStagOfAnotherPd)
     expect_terminate(*p.b, *p.a, code(0, 1, 0x03), AsyncEventType::qp_access_err, true);
 }
 
-TEST(ErrorPath, ReadBeyondIrd)
-{
-    PairOptions o;
-    o.ird = 1;
-    o.ord = 8;
-    // The peer promised IRD 1, we (wrongly) keep 8 in flight: the first Read
-    // is large so the others arrive while its Response is still going out.
-    std::vector<uint8_t> big(32 << 20), sink(32 << 20);
-    LoopbackPair p(o);
-    auto* bmr = p.b->reg(big.data(), big.size());
-    auto* smr = p.a->reg(sink.data(), sink.size());
-    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, sink.data(), static_cast<uint32_t>(big.size()), smr, 1,
-                             reinterpret_cast<uint64_t>(big.data()), bmr->rkey()),
-              0);
-    for (int i = 0; i < 4; ++i)
-        ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, sink.data(), 8, smr, 2 + i, reinterpret_cast<uint64_t>(big.data()),
-                                 bmr->rkey()),
-                  0);
-    expect_terminate(*p.b, *p.a, code(1, 2, 0x02), AsyncEventType::qp_fatal);
-    auto s = p.a->wait(p.a->scq, 5);
-    ASSERT_EQ(s.size(), 5u);
-    for (auto& c : s) EXPECT_NE(c.status, WcStatus::success);
-}
+// Read Requests beyond IRD are covered end to end by the hostile peer
+// (tests/robustness: reads_beyond_ird_patient_victim), which holds the first
+// Response back; between two emulators the outcome depended on scheduling.
 
 TEST(ErrorPath, SendWithInvalidateOfUnknownStag)
 {
