@@ -53,8 +53,11 @@ endforeach()
 # Issue 4's matrix: each benchmark at 2 B, 4 KiB and 64 KiB; one -a sweep of
 # each bw test (2 B .. 8 MiB, so few iterations); ib_write_bw over four QPs.
 # Not here: ib_write_lat -e, refused by perftest's own parser ("Events
-# feature not available on WRITE verb"); ib_send_bw -e, which stalls about
-# one run in three (under investigation).
+# feature not available on WRITE verb"); ib_send_bw -e, which deadlocks in
+# perftest about one run in three: on iWARP the receiver returns send credits
+# by RDMA Write, which completes nothing at the sender, so a client that has
+# run out of credits and sleeps in ibv_get_cq_event with no signaled Send
+# outstanding is never woken (the server then waits for the last message).
 foreach(bench ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat)
   foreach(size 2 4096 65536)
     iwemu_rdmacm_test(perftest_${bench}_s${size}
