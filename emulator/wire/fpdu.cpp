@@ -153,6 +153,7 @@ size_t encode_fpdu(std::span<uint8_t> out, std::span<const uint8_t> header,
     if (status != FpduGather::Status::ok || gather.wire_length() > out.size()) return 0;
     size_t pos = 0;
     for (size_t i = 0; i < gather.iov_count(); ++i) {
+        if (iov[i].iov_len == 0) continue;  // an empty slice may have a null base
         std::memcpy(out.data() + pos, iov[i].iov_base, iov[i].iov_len);
         pos += iov[i].iov_len;
     }

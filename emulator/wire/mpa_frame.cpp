@@ -19,8 +19,9 @@ constexpr bool revision_supported(uint8_t rev) { return rev == 1 || rev == 2; }
 
 bool key_prefix_matches(const MpaKey& key, std::span<const uint8_t> got)
 {
+    // An empty span may carry a null pointer, which memcmp must never see.
     const size_t n = std::min(got.size(), key.size());
-    return std::memcmp(key.data(), got.data(), n) == 0;
+    return n == 0 || std::memcmp(key.data(), got.data(), n) == 0;
 }
 
 // Candidate keys for `type`; the Rtr frame has two accepted spellings.
