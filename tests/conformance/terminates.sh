@@ -19,21 +19,8 @@ dir=$(mktemp -d)
 dc=
 trap '[ -n "$dc" ] && kill "$dc" 2>/dev/null; rm -rf "$dir"' EXIT
 
-port=
-for _ in $(seq 1 100); do
-    p=$((49000 + RANDOM % 3000))
-    if ! ss -Htan "sport = :$p or dport = :$p" | grep -q .; then port=$p; break; fi
-done
-[ -n "$port" ] || { echo "no free port in 49000-51999"; exit 1; }
-cap=$dir/cap.pcapng
-dumpcap -q -i lo -f "tcp port $port" -w "$cap" > "$dir/dumpcap.log" 2>&1 &
-dc=$!
-for _ in $(seq 1 50); do [ -s "$cap" ] && break; kill -0 $dc 2>/dev/null || break; sleep 0.1; done
-if ! kill -0 $dc 2>/dev/null || [ ! -s "$cap" ]; then
-    cat "$dir/dumpcap.log"
-    skip "cannot capture on lo (need root or CAP_NET_RAW for dumpcap)"
-fi
-sleep 0.5
+. "$(dirname "$0")/capture_lib.sh"
+start_capture "$dir"
 
 HOSTILE_PORT=$port "$hostile" "$run" "$victim" "$@" > "$dir/hostile.log" 2>&1
 rc=$?
