@@ -236,8 +236,11 @@ TEST(CmQpTeardown, PeerKilledMidTransferFlushesWithoutHanging)
 {
     CmQpPair p({}, {});
     ASSERT_TRUE(p.connect());
-    constexpr uint32_t msg = 1024 * 1024;
-    constexpr int count = 128;  // far more than the socket buffers hold
+    // 1 GiB in all: far more than the socket buffers hold, and more than the
+    // receiver can place (about 4 GB/s here) between its first completion and
+    // its death, so some Sends are always still queued when it goes.
+    constexpr uint32_t msg = 4 * 1024 * 1024;
+    constexpr int count = 256;
     std::vector<uint8_t> src(msg), dst(msg);
     auto* smr = p.client->reg(src.data(), src.size());
     auto* dmr = p.server->reg(dst.data(), dst.size());
