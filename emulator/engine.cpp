@@ -14,6 +14,10 @@
 
 namespace iwemu {
 
+namespace {
+thread_local const Engine* t_engine = nullptr;  // set in the engine's own thread
+}  // namespace
+
 Engine::Engine(Emulator& emu) : emu_(emu)
 {
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -105,7 +109,7 @@ void Engine::schedule_rx(uint32_t qp_num, Clock::time_point when)
         }
     }
     // The engine thread recomputes its epoll timeout before sleeping again.
-    if (std::this_thread::get_id() == thread_.get_id()) return;
+    if (t_engine == this) return;
     const uint64_t one = 1;
     ssize_t ignored = write(wake_fd_, &one, sizeof one);
     (void)ignored;
@@ -152,6 +156,7 @@ void Engine::fire_timers()
 
 void Engine::run()
 {
+    t_engine = this;
     constexpr int max_events = 64;
     epoll_event events[max_events];
     const bool busy = emu_.config().busy_poll;
