@@ -41,11 +41,12 @@ namespace {
     pb.fd = fb;
     pb.role = ConnectionRole::responder;
     if (qp[1]->attach_connection(pb) || qp[0]->attach_connection(pa)) std::_Exit(4);
-    static char buf[64];
+    static char buf[128];  // [0, 64): the Send's source, [64, 128): the receive
     MemoryRegion* mr = nullptr;
     if (e.reg_mr(pd, buf, sizeof buf, reinterpret_cast<uint64_t>(buf), access_local_write, &mr)) std::_Exit(5);
     Sge sge{reinterpret_cast<uint64_t>(buf), 8, mr->lkey()};
-    RecvWr rwr{1, &sge, 1};
+    Sge rsge{reinterpret_cast<uint64_t>(buf + 64), 8, mr->lkey()};
+    RecvWr rwr{1, &rsge, 1};
     size_t bad;
     if (qp[1]->post_recv(&rwr, 1, &bad)) std::_Exit(6);
     cq->set_event_handler([] { std::exit(0); });
