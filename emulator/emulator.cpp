@@ -24,7 +24,7 @@ Emulator& Emulator::instance()
     return emu;
 }
 
-Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr)
+Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr, config.stag_key_seed)
 {
     g_log_level.store(static_cast<int>(config_.log_level), std::memory_order_relaxed);
     std::random_device rd;
