@@ -326,6 +326,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     }
 
     run_peer(peer, data + 2, size - 2);
+    const TerminateRecord term = qp->last_terminate_sent();
+    const uint64_t rx_fpdus = qp->counters().rx_fpdus.load();
     if (qp->state() != QpState::err) fail("QP closed its socket but is in state %u, not ERROR",
                                           static_cast<unsigned>(qp->state()));
     if (e.destroy_qp(qp)) fail("destroy_qp failed");
@@ -339,8 +341,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     int read_done = 0;
     uint32_t recv_done = 0;
     Completion wc[32];
+    static const bool trace = std::getenv("FUZZ_QP_TRACE") != nullptr;  // what an input reached (corpus work)
+    if (trace)
+        std::fprintf(stderr, "trace: %llu FPDUs delivered, Terminate sent: %s %u/%u/0x%02x\n",
+                     static_cast<unsigned long long>(rx_fpdus), term.valid ? "yes" : "no",
+                     static_cast<unsigned>(term.code.layer), term.code.etype, term.code.error_code);
     for (int n; (n = dev->rcq->poll(wc, 32)) > 0;) {
         for (int i = 0; i < n; ++i) {
+            if (trace)
+                std::fprintf(stderr, "trace: recv wr %llu status %u len %u\n",
+                             static_cast<unsigned long long>(wc[i].wr_id), static_cast<unsigned>(wc[i].status),
+                             wc[i].byte_len);
             if (wc[i].wr_id >= receives || seen[wc[i].wr_id]++) fail("receive completion for wr_id %llu: unknown or twice",
                                                                      static_cast<unsigned long long>(wc[i].wr_id));
             if (wc[i].status == WcStatus::success && wc[i].byte_len > wqe_capacity)
@@ -349,8 +360,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         }
     }
     for (int n; (n = dev->scq->poll(wc, 32)) > 0;)
-        for (int i = 0; i < n; ++i)
+        for (int i = 0; i < n; ++i) {
+            if (trace) std::fprintf(stderr, "trace: Read status %u\n", static_cast<unsigned>(wc[i].status));
             if (wc[i].wr_id != read_wr_id || ++read_done > 1) fail("unexpected send completion");
+        }
     if (!srq && recv_done != receives) fail("%u of %u receive WQEs completed", recv_done, receives);
     if (post_read && read_done != 1) fail("the Read did not complete");
 
