@@ -139,6 +139,23 @@ void build_device()
     }
 }
 
+// The index comes back (last freed, first reused) and keys follow a fixed
+// sequence: registering again until the key comes round takes a few hundred
+// cheap tries, far less than a new device (engine thread, identity).
+bool reregister(int r)
+{
+    Emulator& e = *dev->emu;
+    for (int attempt = 0; attempt < 4096; ++attempt) {
+        uint8_t* p = region(r);
+        const uint64_t iova = specs[r].zero_based ? 0 : reinterpret_cast<uint64_t>(p);
+        if (e.dereg_mr(dev->mr[r]) ||
+            e.reg_mr(specs[r].other_pd ? dev->other_pd : dev->pd, p, region_size, iova, specs[r].access, &dev->mr[r]))
+            fail("re-registering %s failed", specs[r].name);
+        if (dev->mr[r]->stag() == expected_stags[r]) return true;
+    }
+    return false;
+}
+
 void destroy_device()
 {
     delete dev;  // the emulator frees its objects and joins the engine
@@ -185,8 +202,9 @@ void tcp_pair(int* peer, int* qp_end)
 
 // Feed the stream, half-close, and read whatever the QP sends until it closes.
 // This thread also drives the QP's receive and send paths (as a polling
-// application does through poll_cq): no wait for the engine thread to be
-// scheduled, which on a loaded machine costs milliseconds per input.
+// application does through poll_cq), taking turns with the engine thread:
+// waiting for the engine to be scheduled would cost milliseconds per input
+// on a loaded machine.
 void run_peer(QueuePair* qp, int peer, const uint8_t* data, size_t size)
 {
     using clock = std::chrono::steady_clock;
@@ -204,7 +222,7 @@ void run_peer(QueuePair* qp, int peer, const uint8_t* data, size_t size)
             if (n > 0) sent += static_cast<size_t>(n);
             else if (n < 0 && errno != EAGAIN && errno != EINTR) write_open = false;  // the QP closed (RST)
         }
-        qp->try_rx_progress();
+        qp->rx_progress();
         qp->try_tx_progress();
         const ssize_t n = ::read(peer, sink, sizeof sink);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;  // the QP closed its socket
@@ -375,10 +393,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 
     check_and_restore_memory(writable);
 
-    // Send with Invalidate may have invalidated a region: start over with a
-    // new device so the STags stay those of the corpus.
+    // Send with Invalidate may have invalidated a region: register it again
+    // under the STag the corpus names, or start over with a new device.
     for (int r = 0; r < region_count; ++r) {
-        if (!dev->mr[r]->valid()) {
+        if (!dev->mr[r]->valid() && !reregister(r)) {
             destroy_device();
             build_device();
             break;
