@@ -14,7 +14,9 @@
 //       bit6 WQE 0 names a region without local write, bit7 one of another PD
 //
 // Memory: one arena at a fixed address (so Tagged Offsets in the seed corpus
-// stay valid), guard pages at both ends, a canary band between regions.
+// stay valid), guard pages at both ends, a canary band between regions.  The
+// receive buffers and the Read sink sit in regions registered at an iova
+// other than their address, as zero-based / ibv_reg_mr_iova regions are.
 // STags repeat from run to run (Config::stag_key_seed); the table is checked
 // at start-up against the one tests/fuzz/make_corpus.py writes seeds for.
 //
@@ -56,20 +58,24 @@ constexpr size_t region_size = 4096;
 constexpr size_t band = 512;  // canary octets before/after each region
 
 enum Region : int { W, Z, R, N, P, RECV, SINK, region_count };
+// iova: the region's first Tagged Offset; use_address: its host address
+// (ibv_reg_mr), else `iova` (zero-based or ibv_reg_mr_iova regions: the
+// local SGEs then name Tagged Offsets too, which the data path translates).
 struct RegionSpec {
     const char* name;
     uint32_t access;
     bool other_pd;
-    bool zero_based;
+    bool use_address;
+    uint64_t iova;
 };
 constexpr RegionSpec specs[region_count] = {
-    {"W (remote write+read)", access_local_write | access_remote_write | access_remote_read, false, false},
-    {"Z (zero-based, remote write)", access_local_write | access_remote_write | access_zero_based, false, true},
-    {"R (remote read only)", access_remote_read, false, false},
-    {"N (no remote rights)", access_local_write, false, false},
-    {"P (other PD)", access_local_write | access_remote_write | access_remote_read, true, false},
-    {"RECV (receive buffers)", access_local_write, false, false},
-    {"SINK (Read sink)", access_local_write, false, false},
+    {"W (remote write+read)", access_local_write | access_remote_write | access_remote_read, false, true, 0},
+    {"Z (zero-based, remote write)", access_local_write | access_remote_write | access_zero_based, false, false, 0},
+    {"R (remote read only)", access_remote_read, false, true, 0},
+    {"N (no remote rights)", access_local_write, false, true, 0},
+    {"P (other PD)", access_local_write | access_remote_write | access_remote_read, true, true, 0},
+    {"RECV (receive buffers, iova 0x70000000)", access_local_write, false, false, 0x70000000},
+    {"SINK (Read sink, zero-based)", access_local_write | access_zero_based, false, false, 0},
 };
 // STags the seed corpus uses: index i+1, key from the fixed seed.
 constexpr uint32_t expected_stags[region_count] = {0x105, 0x249, 0x305, 0x4EA, 0x5D1, 0x6C2, 0x73C};
@@ -116,6 +122,11 @@ int listener = -1;
 uint16_t listen_port = 0;
 
 uint8_t* region(int r) { return arena + region_offset(r); }
+// What a local SGE or a Tagged Offset names octet `off` of region r by.
+uint64_t tagged_offset(int r, size_t off)
+{
+    return (specs[r].use_address ? reinterpret_cast<uint64_t>(region(r)) : specs[r].iova) + off;
+}
 
 void build_device()
 {
@@ -130,7 +141,7 @@ void build_device()
         fail("device set-up failed");
     for (int r = 0; r < region_count; ++r) {
         uint8_t* p = region(r);
-        const uint64_t iova = specs[r].zero_based ? 0 : reinterpret_cast<uint64_t>(p);
+        const uint64_t iova = specs[r].use_address ? reinterpret_cast<uint64_t>(p) : specs[r].iova;
         if (e.reg_mr(specs[r].other_pd ? dev->other_pd : dev->pd, p, region_size, iova, specs[r].access, &dev->mr[r]))
             fail("reg_mr %s failed", specs[r].name);
         if (dev->mr[r]->stag() != expected_stags[r])
@@ -147,7 +158,7 @@ bool reregister(int r)
     Emulator& e = *dev->emu;
     for (int attempt = 0; attempt < 4096; ++attempt) {
         uint8_t* p = region(r);
-        const uint64_t iova = specs[r].zero_based ? 0 : reinterpret_cast<uint64_t>(p);
+        const uint64_t iova = specs[r].use_address ? reinterpret_cast<uint64_t>(p) : specs[r].iova;
         if (e.dereg_mr(dev->mr[r]) ||
             e.reg_mr(specs[r].other_pd ? dev->other_pd : dev->pd, p, region_size, iova, specs[r].access, &dev->mr[r]))
             fail("re-registering %s failed", specs[r].name);
@@ -304,14 +315,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     for (uint32_t i = 0; i < receives; ++i) {
         Sge sge[3];
         for (size_t s = 0; s < layout.size(); ++s) {
-            uint8_t* p = region(RECV) + i * wqe_stride + layout[s].off;
-            sge[s] = {reinterpret_cast<uint64_t>(p), static_cast<uint32_t>(layout[s].len), dev->mr[RECV]->lkey()};
+            sge[s] = {tagged_offset(RECV, i * wqe_stride + layout[s].off), static_cast<uint32_t>(layout[s].len),
+                      dev->mr[RECV]->lkey()};
             writable.ranges.push_back({region_offset(RECV) + i * wqe_stride + layout[s].off, layout[s].len});
         }
         if (i == 0 && bad_lkey_access) sge[0].lkey = dev->mr[R]->lkey();  // no local write: must not be placed into
         if (i == 0 && bad_lkey_pd) sge[0].lkey = dev->mr[P]->lkey();
         if ((i == 0 && bad_lkey_access) || (i == 0 && bad_lkey_pd)) {
-            sge[0].addr = reinterpret_cast<uint64_t>(region(sge[0].lkey == dev->mr[R]->lkey() ? R : P));
+            sge[0].addr = tagged_offset(sge[0].lkey == dev->mr[R]->lkey() ? R : P, 0);
             writable.ranges.erase(writable.ranges.end() - static_cast<long>(layout.size()));
         }
         const RecvWr wr{i, sge, static_cast<uint32_t>(layout.size())};
@@ -332,7 +343,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     if (int rc = qp->attach_connection(cp)) fail("attach_connection failed: %d", rc);
 
     if (post_read) {
-        Sge sge{reinterpret_cast<uint64_t>(region(SINK) + sink_offset), sink_length, dev->mr[SINK]->lkey()};
+        Sge sge{tagged_offset(SINK, sink_offset), sink_length, dev->mr[SINK]->lkey()};
         SendWr wr;
         wr.wr_id = read_wr_id;
         wr.opcode = WrOpcode::rdma_read;

@@ -83,7 +83,13 @@ W, Z, R, N, P, RECV, SINK = range(7)
 STAG = [0x105, 0x249, 0x305, 0x4EA, 0x5D1, 0x6C2, 0x73C]
 
 
+IOVA = {Z: 0, RECV: 0x70000000, SINK: 0}  # regions not registered at their address
+
+
 def va(region, off=0):
+    """Tagged Offset of octet `off` of a region."""
+    if region in IOVA:
+        return IOVA[region] + off
     return ARENA + PAGE + BAND + region * (BAND + REGION) + off
 
 
@@ -158,7 +164,7 @@ for crc, markers, tag in ((True, False, ""), (False, False, "-crc-off"), (True, 
     qp("write" + tag, st().fpdu(tagged(0, STAG[W], va(W, 100), text_payload[:200]))
        .fpdu(tagged(0, STAG[W], va(W, 1000), bytes(1200), last=False))
        .fpdu(tagged(0, STAG[W], va(W, 2200), bytes(1896)))
-       .fpdu(tagged(0, STAG[Z], 4000, text_payload[:96]))
+       .fpdu(tagged(0, STAG[Z], va(Z, 4000), text_payload[:96]))
        .fpdu(tagged(0, 0, 0)), crc, markers)
     qp("read-request" + tag, st().fpdu(read_request(1, 0xABCD, 0, 2048, STAG[W], va(W, 0)))
        .fpdu(read_request(2, 0xABCD, 2048, 4096, STAG[R], va(R, 0)))
