@@ -319,11 +319,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
                       dev->mr[RECV]->lkey()};
             writable.ranges.push_back({region_offset(RECV) + i * wqe_stride + layout[s].off, layout[s].len});
         }
-        if (i == 0 && bad_lkey_access) sge[0].lkey = dev->mr[R]->lkey();  // no local write: must not be placed into
-        if (i == 0 && bad_lkey_pd) sge[0].lkey = dev->mr[P]->lkey();
-        if ((i == 0 && bad_lkey_access) || (i == 0 && bad_lkey_pd)) {
-            sge[0].addr = tagged_offset(sge[0].lkey == dev->mr[R]->lkey() ? R : P, 0);
-            writable.ranges.erase(writable.ranges.end() - static_cast<long>(layout.size()));
+        if (i == 0 && (bad_lkey_access || bad_lkey_pd)) {
+            // R has no local write, P is of another PD: the WQE fails its
+            // check before anything is placed, in any of its SGEs.
+            const int bad_region = bad_lkey_pd ? P : R;
+            sge[0] = {tagged_offset(bad_region, 0), sge[0].length, dev->mr[bad_region]->lkey()};
+            writable.ranges.resize(writable.ranges.size() - layout.size());
         }
         const RecvWr wr{i, sge, static_cast<uint32_t>(layout.size())};
         size_t bad;
