@@ -4,7 +4,10 @@
 usage: make_corpus.py /path/to/spec/VECTORS.md
 Writes corpus/fuzz_mpa_frame/*, corpus/fuzz_fpdu_receiver/*,
 corpus/fuzz_fpdu_roundtrip/* and corpus/fuzz_qp_receive/* next to this script,
-in the input formats documented at the top of each fuzz target.
+in the input formats documented at the top of each fuzz target.  Files named
+by a SHA-1 are not generated: they are the minimized growth of the 10-minute
+runs recorded in docs/robustness.md (libFuzzer -merge=1), kept so that CI's
+short runs start deeper.
 """
 import os
 import re
