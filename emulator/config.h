@@ -35,6 +35,9 @@ struct Config {
     bool rx_progress_on_poll = true; // IWEMU_POLL_PROGRESS: poll_cq also runs the receive path
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
+    // Tests only (no key, no variable): nonzero makes STag keys repeat from
+    // run to run, so a fuzz corpus can name registered regions.
+    uint32_t stag_key_seed = 0;
 
     // Parse "key = value" (keys as in the file, e.g. "crc", "mpa_rev").
     // Returns false and sets error on an unknown key or a bad value.

@@ -56,7 +56,7 @@ void Emulator::close_at_exit()
     if (engine) engine->join_until(deadline);
 }
 
-Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr)
+Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr, config.stag_key_seed)
 {
     g_log_level.store(static_cast<int>(config_.log_level), std::memory_order_relaxed);
     std::random_device rd;

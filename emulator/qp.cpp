@@ -33,9 +33,11 @@ QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const
     max_send_sge_ = cap.max_send_sge;
     max_inline_ = cap.max_inline_data;
     sq_sge_.resize(static_cast<size_t>(cap.max_send_wr) * max_send_sge_);
+    sq_sge_host_delta_.resize(sq_sge_.size());
     sq_inline_.resize(static_cast<size_t>(cap.max_send_wr) * max_inline_);
     for (size_t i = 0; i < sq_.size(); ++i) {
         sq_[i].sge = &sq_sge_[i * max_send_sge_];
+        sq_[i].host_delta = &sq_sge_host_delta_[i * max_send_sge_];
         sq_[i].inline_buf = max_inline_ ? &sq_inline_[i * max_inline_] : nullptr;
     }
     if (!srq_) rq_.init(cap.max_recv_wr, cap.max_recv_sge);
@@ -212,6 +214,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
             }
             w.num_sge = total ? 1 : 0;
             w.sge[0] = Sge{reinterpret_cast<uint64_t>(w.inline_buf), static_cast<uint32_t>(total), 0};
+            w.host_delta[0] = 0;  // a host address already
         } else {
             w.num_sge = wr.num_sge;
             for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];

@@ -146,6 +146,7 @@ private:
         uint32_t flags = 0;
         uint32_t num_sge = 0;
         Sge* sge = nullptr;          // slice of sq_sge_ (max_send_sge entries)
+        uint64_t* host_delta = nullptr;  // slice of sq_sge_host_delta_: per SGE, host address - Tagged Offset
         uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
         uint64_t remote_addr = 0;
         uint32_t rkey = 0;
@@ -204,8 +205,12 @@ private:
     void tx_retire_locked(TxSlot& slot);
     void sq_complete_in_order_locked();
     void set_epollout_locked(bool on);
-    bool local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status) const;
-    int payload_slices(const Sge* sge, uint32_t num_sge, uint64_t offset, uint32_t len,
+    // Local SGEs name octets by their region's Tagged Offsets (iova), which
+    // differ from host addresses for zero-based / reg_mr_iova regions:
+    // local_sge_ok fills host_delta[i] = host address - iova for payload_slices.
+    bool local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,
+                      uint64_t* host_delta) const;
+    int payload_slices(const Sge* sge, const uint64_t* host_delta, uint32_t num_sge, uint64_t offset, uint32_t len,
                        std::span<const uint8_t>* out, int max) const;
     void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                                 std::optional<uint16_t> seg_len);
@@ -284,6 +289,7 @@ private:
     mutable std::mutex sq_lock_;
     std::vector<SendWqe> sq_;
     std::vector<Sge> sq_sge_;
+    std::vector<uint64_t> sq_sge_host_delta_;
     std::vector<uint8_t> sq_inline_;
     uint32_t max_send_sge_ = 0;
     uint32_t max_inline_ = 0;
@@ -343,6 +349,7 @@ private:
     // Untagged QN 0 message in progress
     bool rx_send_active_ = false;
     RecvWqe rx_wqe_{};
+    std::array<uint64_t, recv_wqe_max_sge> rx_wqe_host_delta_{};
     WcStatus rx_wqe_status_ = WcStatus::success;  // set when the message in progress failed locally
     uint64_t rx_send_placed_ = 0;
     bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR

@@ -367,7 +367,7 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
                     fail = true;
                 } else {
                     std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
-                    const int n = payload_slices(w.sge, w.num_sge, w.placed, len, slices,
+                    const int n = payload_slices(w.sge, w.host_delta, w.num_sge, w.placed, len, slices,
                                                  static_cast<int>(std::size(slices)));
                     for (int i = 0; i < n; ++i)
                         rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
@@ -420,7 +420,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         rx_wqe_status_ = WcStatus::success;
         // Local buffers of the receive WQE: valid lkeys with local write.
         WcStatus st = WcStatus::success;
-        if (!local_sge_ok(rx_wqe_.sge, rx_wqe_.num_sge, access_local_write, &st)) {
+        if (!local_sge_ok(rx_wqe_.sge, rx_wqe_.num_sge, access_local_write, &st, rx_wqe_host_delta_.data())) {
             rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                     AsyncEventType::qp_fatal, st);
             return false;
@@ -438,8 +438,8 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
     }
     if (len > 0) {
         std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
-        const int n = payload_slices(rx_wqe_.sge, rx_wqe_.num_sge, rx_send_placed_, len, slices,
-                                     static_cast<int>(std::size(slices)));
+        const int n = payload_slices(rx_wqe_.sge, rx_wqe_host_delta_.data(), rx_wqe_.num_sge, rx_send_placed_, len,
+                                     slices, static_cast<int>(std::size(slices)));
         for (int i = 0; i < n; ++i) rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
         rx_dest_count_ = n;
         rx_target_ = RxTarget::user;

@@ -8,13 +8,13 @@
 
 namespace iwemu {
 
-StagTable::StagTable(uint32_t max_entries)
+StagTable::StagTable(uint32_t max_entries, uint32_t key_seed)
     : max_entries_(max_entries), chunks_((max_entries + chunk_size) / chunk_size)
 {
     // Keys start at a random point so STags differ from run to run
     // (RFC 5040 §8.1.1: STags should be hard to predict).
     std::random_device rd;
-    key_seed_ = rd();
+    key_seed_ = key_seed ? key_seed : rd();
     for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
 }
 

@@ -72,7 +72,8 @@ class StagTable {
 public:
     static constexpr uint32_t chunk_size = 4096;
 
-    explicit StagTable(uint32_t max_entries);
+    // key_seed 0: random keys (normal); otherwise a fixed sequence (tests).
+    explicit StagTable(uint32_t max_entries, uint32_t key_seed = 0);
     ~StagTable();
     StagTable(const StagTable&) = delete;
     StagTable& operator=(const StagTable&) = delete;

@@ -72,9 +72,11 @@ void QueuePair::set_epollout_locked(bool on)
     epollout_ = on;
 }
 
-bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status) const
+bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,
+                             uint64_t* host_delta) const
 {
     for (uint32_t i = 0; i < n; ++i) {
+        host_delta[i] = 0;
         if (sge[i].length == 0) continue;
         StagError e;
         MemoryRegion* mr = emu_.stags().acquire(sge[i].lkey, pd_, need_access, sge[i].addr, sge[i].length, &e);
@@ -84,13 +86,14 @@ bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, W
                                                                         : WcStatus::loc_prot_err;
             return false;
         }
+        host_delta[i] = reinterpret_cast<uint64_t>(mr->addr()) - mr->iova();
         StagTable::release(mr);
     }
     return true;
 }
 
-int QueuePair::payload_slices(const Sge* sge, uint32_t num_sge, uint64_t offset, uint32_t len,
-                              std::span<const uint8_t>* out, int max) const
+int QueuePair::payload_slices(const Sge* sge, const uint64_t* host_delta, uint32_t num_sge, uint64_t offset,
+                              uint32_t len, std::span<const uint8_t>* out, int max) const
 {
     int n = 0;
     for (uint32_t i = 0; i < num_sge && len > 0; ++i) {
@@ -100,7 +103,7 @@ int QueuePair::payload_slices(const Sge* sge, uint32_t num_sge, uint64_t offset,
         }
         const uint64_t take = std::min<uint64_t>(sge[i].length - offset, len);
         if (n == max) return -1;
-        out[n++] = {reinterpret_cast<const uint8_t*>(sge[i].addr + offset), static_cast<size_t>(take)};
+        out[n++] = {reinterpret_cast<const uint8_t*>(sge[i].addr + host_delta[i] + offset), static_cast<size_t>(take)};
         len -= static_cast<uint32_t>(take);
         offset = 0;
     }
@@ -185,7 +188,8 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         if ((w.flags & send_fence) && orq_count_ > 0) return false;
         WcStatus st = WcStatus::success;
         if (!(w.flags & send_inline) &&
-            !local_sge_ok(w.sge, w.num_sge, w.opcode == WrOpcode::rdma_read ? access_local_write : 0, &st)) {
+            !local_sge_ok(w.sge, w.num_sge, w.opcode == WrOpcode::rdma_read ? access_local_write : 0, &st,
+                          w.host_delta)) {
             tx_local_error_locked(w, st);
             return true;
         }
@@ -239,7 +243,8 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         return true;
     }
     if (w.opcode != WrOpcode::rdma_read && seg > 0) {
-        nslices = payload_slices(w.sge, w.num_sge, tx_offset_, seg, slices, static_cast<int>(std::size(slices)));
+        nslices = payload_slices(w.sge, w.host_delta, w.num_sge, tx_offset_, seg, slices,
+                                 static_cast<int>(std::size(slices)));
         if (nslices < 0) {
             tx_local_error_locked(w, WcStatus::loc_len_err);
             return true;
