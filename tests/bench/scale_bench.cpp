@@ -14,7 +14,8 @@
 // Both print "key=value" lines (prefix "client." / "server."): setup time and
 // rate, RSS before (device open, PD and buffers registered, no connection)
 // and after (all connected, data moved), threads and file descriptors before
-// and after, CPU time of setup, and the per-QP memory beyond the queue buffers
+// and after, CPU time of setup, the kernel's TCP buffer memory (sockstat,
+// netns-wide: not in RSS), and the per-QP memory beyond the queue buffers
 // = (RSS after - RSS before - N x queue buffer bytes) / N, where the queue
 // buffer bytes are what the emulator preallocates for the granted SQ, RQ and
 // CQ sizes (scale_queue_bytes.h; verified by tests/emulator/scale_memory_test).
@@ -76,6 +77,7 @@ struct ProcSample {
     long threads = 0;
     long fds = 0;
     double cpu_s = 0;
+    long tcp_mem_pages = 0;  // /proc/net/sockstat: socket buffers of all TCP sockets in this netns
 };
 
 [[noreturn]] void die(const char* fmt, ...)
@@ -116,6 +118,22 @@ long count_fds()
     return n - 1;  // the directory's own fd
 }
 
+// Pages the kernel holds in TCP socket buffers, netns-wide (other traffic included).
+long tcp_mem_pages()
+{
+    FILE* f = std::fopen("/proc/net/sockstat", "r");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (const char* m = std::strncmp(line, "TCP:", 4) == 0 ? std::strstr(line, " mem ") : nullptr) {
+            v = std::strtol(m + 5, nullptr, 10);
+            break;
+        }
+    std::fclose(f);
+    return v;
+}
+
 double cpu_seconds()
 {
     rusage ru{};
@@ -126,7 +144,7 @@ double cpu_seconds()
 
 ProcSample sample()
 {
-    return {status_field("VmRSS"), status_field("Threads"), count_fds(), cpu_seconds()};
+    return {status_field("VmRSS"), status_field("Threads"), count_fds(), cpu_seconds(), tcp_mem_pages()};
 }
 
 class Bench {
@@ -488,6 +506,8 @@ int Bench::run()
     report("threads_after", "%ld", after.threads);
     report("fds_before", "%ld", before.fds);
     report("fds_after", "%ld", after.fds);
+    report("kernel_tcp_buffer_kib_before", "%ld", before.tcp_mem_pages * 4);
+    report("kernel_tcp_buffer_kib_after", "%ld", after.tcp_mem_pages * 4);
     report("bad_messages", "%u", bad_data_);
     std::fflush(stdout);
 
