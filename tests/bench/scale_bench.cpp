@@ -3,13 +3,15 @@
 // any RDMA device).
 //
 //   scale_bench server -p PORT [-a ADDR] [-n N] [-t SECONDS]
-//   scale_bench client -p PORT [-a ADDR] [-n N] [-w WINDOW] [-d DEPTH] [-t SECONDS]
+//   scale_bench client -p PORT [-a ADDR] [-n N] [-w WINDOW] [-d DEPTH] [-s] [-t SECONDS]
 //
 // The client opens N connections, at most WINDOW of them in setup at a time
 // (resolve address, resolve route, connect), each with its own CQ and a QP of
 // DEPTH send and DEPTH receive WQEs.  When all are up it sends one message on
 // every QP; the server answers each with one message; both check the bytes.
 // Then the client disconnects them all.
+//
+// With -s all QPs share one CQ (size 2 x N x DEPTH, capped at 4M) instead.
 //
 // Both print "key=value" lines (prefix "client." / "server."): setup time and
 // rate, RSS before (device open, PD and buffers registered, no connection)
@@ -40,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,7 @@ struct Options {
     uint32_t window = 1000;
     uint32_t depth = 16;
     int timeout_s = 120;
+    bool shared_cq = false;  // -s: one CQ for every QP instead of one each
 };
 
 enum class ConnState : uint8_t { idle, resolving_addr, resolving_route, connecting, established, exchanged, closed, failed };
@@ -178,6 +182,7 @@ private:
     ibv_context* verbs_ = nullptr;
     ibv_pd* pd_ = nullptr;
     ibv_mr* mr_ = nullptr;
+    ibv_cq* shared_cq_ = nullptr;
     rdma_cm_id* listen_id_ = nullptr;
     addrinfo* dst_ = nullptr;
     Clock::time_point deadline_;
@@ -247,10 +252,21 @@ void Bench::setup_device()
 void Bench::create_qp(Conn& c, rdma_cm_id* id)
 {
     if (id->verbs != verbs_) die("connection on another device context");
-    c.cq = ibv_create_cq(verbs_, static_cast<int>(2 * opt_.depth), &c, cch_, 0);
-    if (!c.cq) die("ibv_create_cq #%u: %s", established_ + in_setup_, std::strerror(errno));
-    granted_cqe_ = static_cast<uint32_t>(c.cq->cqe);
-    if (ibv_req_notify_cq(c.cq, 0)) die("ibv_req_notify_cq: %s", std::strerror(errno));
+    if (opt_.shared_cq && !shared_cq_) {
+        const uint64_t cqe = std::min<uint64_t>(uint64_t{2} * opt_.connections * opt_.depth, 1u << 22);
+        shared_cq_ = ibv_create_cq(verbs_, static_cast<int>(cqe), nullptr, cch_, 0);
+        if (!shared_cq_) die("ibv_create_cq (shared, %" PRIu64 "): %s", cqe, std::strerror(errno));
+        if (ibv_req_notify_cq(shared_cq_, 0)) die("ibv_req_notify_cq: %s", std::strerror(errno));
+        granted_cqe_ = static_cast<uint32_t>(shared_cq_->cqe / opt_.connections);  // its share per QP
+    }
+    if (shared_cq_) {
+        c.cq = shared_cq_;
+    } else {
+        c.cq = ibv_create_cq(verbs_, static_cast<int>(2 * opt_.depth), &c, cch_, 0);
+        if (!c.cq) die("ibv_create_cq #%u: %s", established_ + in_setup_, std::strerror(errno));
+        granted_cqe_ = static_cast<uint32_t>(c.cq->cqe);
+        if (ibv_req_notify_cq(c.cq, 0)) die("ibv_req_notify_cq: %s", std::strerror(errno));
+    }
     ibv_qp_init_attr ia{};
     ia.send_cq = c.cq;
     ia.recv_cq = c.cq;
@@ -441,6 +457,7 @@ void Bench::wait_until(Pred done, const char* what)
             const uint32_t before = exchanged_;
             for (auto& c : conns_)
                 if (c.cq) on_completions(c.cq);
+            if (shared_cq_) on_completions(shared_cq_);
             if (exchanged_ != before)
                 std::fprintf(stderr, "scale_bench: %u QP(s) had completions but no CQ event\n", exchanged_ - before);
             die("timed out waiting for %s: established %u exchanged %u disconnected %u failed %u of %u", what,
@@ -484,6 +501,20 @@ int Bench::run()
     const double exchange_s = std::chrono::duration<double>(Clock::now() - t1).count();
     const ProcSample after = sample();
 
+    // What an empty ibv_poll_cq costs with all N QPs connected (a busy-polling
+    // application pays it on every miss): a CQ of one QP, or the shared CQ.
+    double empty_poll_us = 0;
+    {
+        ibv_cq* cq = shared_cq_ ? shared_cq_ : conns_[0].cq;
+        ibv_wc wc;
+        constexpr int polls = 2000;
+        int got = 0;
+        const auto p0 = Clock::now();
+        for (int k = 0; k < polls; ++k) got += ibv_poll_cq(cq, 1, &wc);
+        empty_poll_us = std::chrono::duration<double, std::micro>(Clock::now() - p0).count() / polls;
+        if (got != 0) die("%d unexpected completion(s) after the exchange", got);
+    }
+
     const size_t queue_bytes = iwemu::scale::queue_buffer_bytes(granted_.max_send_wr, granted_.max_send_sge,
                                                          granted_.max_inline_data, granted_.max_recv_wr, granted_cqe_);
     const double per_qp = (static_cast<double>(after.rss_kib - before.rss_kib) * 1024.0 -
@@ -495,6 +526,8 @@ int Bench::run()
     report("connections_per_second", "%.0f", n / setup_s);
     report("setup_cpu_us_per_connection", "%.1f", setup_cpu * 1e6 / n);
     report("exchange_seconds", "%.3f", exchange_s);
+    report("cq", "%s", shared_cq_ ? "shared" : "one per QP");
+    report("empty_poll_us", "%.2f", empty_poll_us);
     report("queue_caps", "send_wr=%u send_sge=%u inline=%u recv_wr=%u cqe=%u", granted_.max_send_wr,
            granted_.max_send_sge, granted_.max_inline_data, granted_.max_recv_wr, granted_cqe_);
     report("queue_buffer_bytes_per_qp", "%zu", queue_bytes);
@@ -518,9 +551,10 @@ int Bench::run()
     wait_until([&] { return disconnected_ == n; }, "disconnects");
     for (auto& c : conns_) {
         rdma_destroy_qp(c.id);
-        if (ibv_destroy_cq(c.cq)) die("ibv_destroy_cq: %s", std::strerror(errno));
+        if (!shared_cq_ && ibv_destroy_cq(c.cq)) die("ibv_destroy_cq: %s", std::strerror(errno));
         rdma_destroy_id(c.id);
     }
+    if (shared_cq_ && ibv_destroy_cq(shared_cq_)) die("ibv_destroy_cq: %s", std::strerror(errno));
     report("teardown_seconds", "%.3f", std::chrono::duration<double>(Clock::now() - t2).count());
     if (listen_id_) rdma_destroy_id(listen_id_);
     ibv_dereg_mr(mr_);
@@ -536,7 +570,7 @@ int Bench::run()
 void usage()
 {
     std::fprintf(stderr,
-                 "usage: scale_bench server|client -p PORT [-a ADDR] [-n CONNECTIONS] [-w WINDOW] [-d DEPTH] [-t SECONDS]\n");
+                 "usage: scale_bench server|client -p PORT [-a ADDR] [-n CONNECTIONS] [-w WINDOW] [-d DEPTH] [-s] [-t SECONDS]\n");
     std::exit(2);
 }
 
@@ -564,6 +598,10 @@ int main(int argc, char** argv)
     bool window_given = false;
     for (int k = 2; k < argc; ++k) {
         const std::string a = argv[k];
+        if (a == "-s") {
+            o.shared_cq = true;
+            continue;
+        }
         if (k + 1 >= argc) usage();
         const char* v = argv[++k];
         if (a == "-p") o.port = v;

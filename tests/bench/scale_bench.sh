@@ -2,7 +2,7 @@
 # Runs scale_bench as two processes under iwemu-run on one address (server,
 # then client) and prints both reports.  Exit 0 only if both report
 # result=ok for all N connections.  Every process is bounded by `timeout`.
-# usage: scale_bench.sh IWEMU_RUN SCALE_BENCH [N [ADDRESS [client options...]]]
+# usage: scale_bench.sh IWEMU_RUN SCALE_BENCH [N [ADDRESS [options for both...]]]
 set -u
 here=$(dirname "$0")
 . "$here/../integration/rdmacm_lib.sh"
@@ -13,7 +13,7 @@ port=$(free_port) || fail "no free port"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-timeout $((limit + 15)) "$run" "$bench" server -a "$addr" -p "$port" -n "$n" -t "$limit" > "$dir/server.log" 2>&1 &
+timeout $((limit + 15)) "$run" "$bench" server -a "$addr" -p "$port" -n "$n" -t "$limit" "$@" > "$dir/server.log" 2>&1 &
 server=$!
 wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
 timeout $((limit + 5)) "$run" "$bench" client -a "$addr" -p "$port" -n "$n" -t "$limit" "$@" > "$dir/client.log" 2>&1
