@@ -3,7 +3,7 @@
 // any RDMA device).
 //
 //   scale_bench server -p PORT [-a ADDR] [-n N] [-t SECONDS]
-//   scale_bench client -p PORT [-a ADDR] [-n N] [-w WINDOW] [-d DEPTH] [-s] [-t SECONDS]
+//   scale_bench client -p PORT [-a ADDR] [-n N] [-w WINDOW] [-d DEPTH] [-s] [-m cm|oob] [-t SECONDS]
 //
 // The client opens N connections, at most WINDOW of them in setup at a time
 // (resolve address, resolve route, connect), each with its own CQ and a QP of
@@ -12,6 +12,10 @@
 // Then the client disconnects them all.
 //
 // With -s all QPs share one CQ (size 2 x N x DEPTH, capped at 4M) instead.
+// With -m oob (both sides) no rdma_cm is involved: the QP numbers and GIDs
+// go over a TCP socket of the benchmark's own on PORT and each QP is moved
+// INIT -> RTR (address vector, destination QPN) -> RTS; "setup" then runs
+// from the first ibv_create_qp until every QP has moved its message both ways.
 //
 // Both print "key=value" lines (prefix "client." / "server."): setup time and
 // rate, RSS before (device open, PD and buffers registered, no connection)
@@ -63,12 +67,14 @@ struct Options {
     uint32_t depth = 16;
     int timeout_s = 120;
     bool shared_cq = false;  // -s: one CQ for every QP instead of one each
+    bool oob = false;        // -m oob: connect by ibv_modify_qp (AV + dest QPN), no rdma_cm
 };
 
 enum class ConnState : uint8_t { idle, resolving_addr, resolving_route, connecting, established, exchanged, closed, failed };
 
 struct Conn {
     rdma_cm_id* id = nullptr;
+    ibv_qp* qp = nullptr;
     ibv_cq* cq = nullptr;
     ConnState state = ConnState::idle;
     bool recv_done = false;
@@ -155,6 +161,11 @@ class Bench {
 public:
     explicit Bench(const Options& o) : opt_(o), conns_(o.connections) {}
     int run();
+    int run_oob();
+    void report_figures(const ProcSample& before, const ProcSample& after, double setup_s, double setup_cpu,
+                        double exchange_s);
+    void create_qp_oob(Conn& c);
+    int control_connection();
 
 private:
     void setup_device();
@@ -279,6 +290,7 @@ void Bench::create_qp(Conn& c, rdma_cm_id* id)
     if (rdma_create_qp(id, pd_, &ia)) die("rdma_create_qp: %s", std::strerror(errno));
     granted_ = ia.cap;
     c.id = id;
+    c.qp = id->qp;
 }
 
 void Bench::post_recv(uint32_t i)
@@ -289,7 +301,7 @@ void Bench::post_recv(uint32_t i)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    if (ibv_post_recv(conns_[i].id->qp, &wr, &bad)) die("ibv_post_recv #%u: %s", i, std::strerror(errno));
+    if (ibv_post_recv(conns_[i].qp, &wr, &bad)) die("ibv_post_recv #%u: %s", i, std::strerror(errno));
 }
 
 void Bench::post_send(uint32_t i)
@@ -303,7 +315,7 @@ void Bench::post_send(uint32_t i)
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(conns_[i].id->qp, &wr, &bad)) die("ibv_post_send #%u: %s", i, std::strerror(errno));
+    if (ibv_post_send(conns_[i].qp, &wr, &bad)) die("ibv_post_send #%u: %s", i, std::strerror(errno));
 }
 
 void Bench::start_next_connection()
@@ -468,6 +480,56 @@ void Bench::wait_until(Pred done, const char* what)
     }
 }
 
+// Everything measured once the N QPs are connected and have moved their data.
+void Bench::report_figures(const ProcSample& before, const ProcSample& after, double setup_s, double setup_cpu,
+                           double exchange_s)
+{
+    // What an empty ibv_poll_cq costs with all N QPs connected (a busy-polling
+    // application pays it on every miss): a CQ of one QP, or the shared CQ.
+    double empty_poll_us = 0;
+    {
+        ibv_cq* cq = shared_cq_ ? shared_cq_ : conns_[0].cq;
+        ibv_wc wc;
+        constexpr int polls = 2000;
+        int got = 0;
+        const auto p0 = Clock::now();
+        for (int k = 0; k < polls; ++k) got += ibv_poll_cq(cq, 1, &wc);
+        empty_poll_us = std::chrono::duration<double, std::micro>(Clock::now() - p0).count() / polls;
+        if (got != 0) die("%d unexpected completion(s) after the exchange", got);
+    }
+
+    const uint32_t n = opt_.connections;
+    const size_t queue_bytes = iwemu::scale::queue_buffer_bytes(granted_.max_send_wr, granted_.max_send_sge,
+                                                         granted_.max_inline_data, granted_.max_recv_wr, granted_cqe_);
+    const double per_qp = (static_cast<double>(after.rss_kib - before.rss_kib) * 1024.0 -
+                           static_cast<double>(n) * static_cast<double>(queue_bytes)) /
+                          n;
+    report("connections", "%u", n);
+    report("connect", "%s", opt_.oob ? "ibv_modify_qp (AV + dest QPN), no rdma_cm" : "rdma_cm");
+    if (!opt_.server && !opt_.oob) report("window", "%u", opt_.window);
+    report("setup_seconds", "%.3f", setup_s);
+    report("connections_per_second", "%.0f", n / setup_s);
+    report("setup_cpu_us_per_connection", "%.1f", setup_cpu * 1e6 / n);
+    report("exchange_seconds", "%.3f", exchange_s);
+    report("cq", "%s", shared_cq_ ? "shared" : "one per QP");
+    report("empty_poll_us", "%.2f", empty_poll_us);
+    report("queue_caps", "send_wr=%u send_sge=%u inline=%u recv_wr=%u cqe=%u", granted_.max_send_wr,
+           granted_.max_send_sge, granted_.max_inline_data, granted_.max_recv_wr, granted_cqe_);
+    report("queue_buffer_bytes_per_qp", "%zu", queue_bytes);
+    report("rss_before_kib", "%ld", before.rss_kib);
+    report("rss_after_kib", "%ld", after.rss_kib);
+    report("rss_per_qp_bytes", "%.0f", static_cast<double>(after.rss_kib - before.rss_kib) * 1024.0 / n);
+    report("per_qp_beyond_queues_bytes", "%.0f", per_qp);
+    report("threads_before", "%ld", before.threads);
+    report("threads_after", "%ld", after.threads);
+    report("fds_before", "%ld", before.fds);
+    report("fds_after", "%ld", after.fds);
+    report("kernel_tcp_buffer_kib_before", "%ld", before.tcp_mem_pages * 4);
+    report("kernel_tcp_buffer_kib_after", "%ld", after.tcp_mem_pages * 4);
+    report("bad_messages", "%u", bad_data_);
+    std::fflush(stdout);
+}
+
 int Bench::run()
 {
     deadline_ = Clock::now() + std::chrono::seconds(opt_.timeout_s);
@@ -501,48 +563,7 @@ int Bench::run()
     const double exchange_s = std::chrono::duration<double>(Clock::now() - t1).count();
     const ProcSample after = sample();
 
-    // What an empty ibv_poll_cq costs with all N QPs connected (a busy-polling
-    // application pays it on every miss): a CQ of one QP, or the shared CQ.
-    double empty_poll_us = 0;
-    {
-        ibv_cq* cq = shared_cq_ ? shared_cq_ : conns_[0].cq;
-        ibv_wc wc;
-        constexpr int polls = 2000;
-        int got = 0;
-        const auto p0 = Clock::now();
-        for (int k = 0; k < polls; ++k) got += ibv_poll_cq(cq, 1, &wc);
-        empty_poll_us = std::chrono::duration<double, std::micro>(Clock::now() - p0).count() / polls;
-        if (got != 0) die("%d unexpected completion(s) after the exchange", got);
-    }
-
-    const size_t queue_bytes = iwemu::scale::queue_buffer_bytes(granted_.max_send_wr, granted_.max_send_sge,
-                                                         granted_.max_inline_data, granted_.max_recv_wr, granted_cqe_);
-    const double per_qp = (static_cast<double>(after.rss_kib - before.rss_kib) * 1024.0 -
-                           static_cast<double>(n) * static_cast<double>(queue_bytes)) /
-                          n;
-    report("connections", "%u", n);
-    if (!opt_.server) report("window", "%u", opt_.window);
-    report("setup_seconds", "%.3f", setup_s);
-    report("connections_per_second", "%.0f", n / setup_s);
-    report("setup_cpu_us_per_connection", "%.1f", setup_cpu * 1e6 / n);
-    report("exchange_seconds", "%.3f", exchange_s);
-    report("cq", "%s", shared_cq_ ? "shared" : "one per QP");
-    report("empty_poll_us", "%.2f", empty_poll_us);
-    report("queue_caps", "send_wr=%u send_sge=%u inline=%u recv_wr=%u cqe=%u", granted_.max_send_wr,
-           granted_.max_send_sge, granted_.max_inline_data, granted_.max_recv_wr, granted_cqe_);
-    report("queue_buffer_bytes_per_qp", "%zu", queue_bytes);
-    report("rss_before_kib", "%ld", before.rss_kib);
-    report("rss_after_kib", "%ld", after.rss_kib);
-    report("rss_per_qp_bytes", "%.0f", static_cast<double>(after.rss_kib - before.rss_kib) * 1024.0 / n);
-    report("per_qp_beyond_queues_bytes", "%.0f", per_qp);
-    report("threads_before", "%ld", before.threads);
-    report("threads_after", "%ld", after.threads);
-    report("fds_before", "%ld", before.fds);
-    report("fds_after", "%ld", after.fds);
-    report("kernel_tcp_buffer_kib_before", "%ld", before.tcp_mem_pages * 4);
-    report("kernel_tcp_buffer_kib_after", "%ld", after.tcp_mem_pages * 4);
-    report("bad_messages", "%u", bad_data_);
-    std::fflush(stdout);
+    report_figures(before, after, setup_s, setup_cpu, exchange_s);
 
     // Teardown: the client closes, the server follows each DISCONNECTED.
     const auto t2 = Clock::now();
@@ -567,10 +588,169 @@ int Bench::run()
     return ok ? 0 : 1;
 }
 
+// ---- without rdma_cm: QP numbers swapped over a TCP socket of our own, then
+// INIT -> RTR (address vector + destination QPN) -> RTS, as perftest without
+// -R and ibv_rc_pingpong do (docs/oob-connect.md).
+
+void Bench::create_qp_oob(Conn& c)
+{
+    c.cq = ibv_create_cq(verbs_, static_cast<int>(2 * opt_.depth), &c, cch_, 0);
+    if (!c.cq) die("ibv_create_cq: %s", std::strerror(errno));
+    granted_cqe_ = static_cast<uint32_t>(c.cq->cqe);
+    if (ibv_req_notify_cq(c.cq, 0)) die("ibv_req_notify_cq: %s", std::strerror(errno));
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = c.cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = {opt_.depth, opt_.depth, 1, 1, 0};
+    c.qp = ibv_create_qp(pd_, &ia);
+    if (!c.qp) die("ibv_create_qp: %s", std::strerror(errno));
+    granted_ = ia.cap;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+    if (ibv_modify_qp(c.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+        die("ibv_modify_qp INIT: %s", std::strerror(errno));
+}
+
+// The control socket: server accepts one client, the client retries a refused connect.
+int Bench::control_connection()
+{
+    int fd = socket(dst_->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) die("socket: %s", std::strerror(errno));
+    if (opt_.server) {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, dst_->ai_addr, dst_->ai_addrlen) || listen(fd, 1)) die("control listen: %s", std::strerror(errno));
+        std::printf("server.listening=%s:%s\n", opt_.address.c_str(), opt_.port.c_str());
+        std::fflush(stdout);
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, opt_.timeout_s * 1000) != 1) die("no client on the control port");
+        const int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) die("accept: %s", std::strerror(errno));
+        close(fd);
+        return c;
+    }
+    while (connect(fd, dst_->ai_addr, dst_->ai_addrlen) != 0) {
+        if (errno != ECONNREFUSED || deadline_passed()) die("control connect: %s", std::strerror(errno));
+        close(fd);
+        usleep(20000);
+        fd = socket(dst_->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    }
+    return fd;
+}
+
+void xfer(int fd, void* p, size_t n, bool out, int timeout_s)
+{
+    auto* b = static_cast<uint8_t*>(p);
+    while (n) {
+        pollfd q{fd, static_cast<short>(out ? POLLOUT : POLLIN), 0};
+        if (poll(&q, 1, timeout_s * 1000) != 1) die("control socket: timeout");
+        const ssize_t k = out ? send(fd, b, n, MSG_NOSIGNAL) : recv(fd, b, n, 0);
+        if (k <= 0) die("control socket: %s", k == 0 ? "closed by the peer" : std::strerror(errno));
+        b += k;
+        n -= static_cast<size_t>(k);
+    }
+}
+
+int Bench::run_oob()
+{
+    deadline_ = Clock::now() + std::chrono::seconds(opt_.timeout_s);
+    setup_device();
+    const uint32_t n = opt_.connections;
+    ibv_gid gid{};
+    if (ibv_query_gid(verbs_, 1, 0, &gid)) die("ibv_query_gid: %s", std::strerror(errno));
+    const int ctl = control_connection();
+    const ProcSample before = sample();
+
+    // The clock runs from the first ibv_create_qp until every QP has moved
+    // its message both ways (there is no "established" event without rdma_cm).
+    const auto t0 = Clock::now();
+    std::vector<uint32_t> mine(n), theirs(n);
+    for (uint32_t i = 0; i < n; ++i) {
+        create_qp_oob(conns_[i]);
+        post_recv(i);
+        mine[i] = conns_[i].qp->qp_num;
+    }
+    uint32_t peer_n = 0;
+    ibv_gid peer_gid{};
+    // The client speaks first, so neither side can block on a full socket.
+    for (int turn = 0; turn < 2; ++turn) {
+        if ((turn == 0) != opt_.server) {
+            uint32_t count = n;
+            xfer(ctl, &count, sizeof count, true, opt_.timeout_s);
+            xfer(ctl, gid.raw, sizeof gid.raw, true, opt_.timeout_s);
+            xfer(ctl, mine.data(), n * sizeof(uint32_t), true, opt_.timeout_s);
+        } else {
+            xfer(ctl, &peer_n, sizeof peer_n, false, opt_.timeout_s);
+            if (peer_n != n) die("peer has %u QPs, we have %u", peer_n, n);
+            xfer(ctl, peer_gid.raw, sizeof peer_gid.raw, false, opt_.timeout_s);
+            xfer(ctl, theirs.data(), n * sizeof(uint32_t), false, opt_.timeout_s);
+        }
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_1024;
+        a.dest_qp_num = theirs[i];
+        a.max_dest_rd_atomic = 1;
+        a.min_rnr_timer = 12;
+        a.ah_attr.is_global = 1;
+        a.ah_attr.grh.dgid = peer_gid;
+        a.ah_attr.grh.sgid_index = 0;
+        a.ah_attr.grh.hop_limit = 0xFF;
+        a.ah_attr.port_num = 1;
+        if (ibv_modify_qp(conns_[i].qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+            die("ibv_modify_qp RTR #%u: %s", i, std::strerror(errno));
+        ibv_qp_attr r{};
+        r.qp_state = IBV_QPS_RTS;
+        r.timeout = 14;
+        r.retry_cnt = 7;
+        r.rnr_retry = 7;
+        r.max_rd_atomic = 1;
+        if (ibv_modify_qp(conns_[i].qp, &r,
+                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_MAX_QP_RD_ATOMIC))
+            die("ibv_modify_qp RTS #%u: %s", i, std::strerror(errno));
+        conns_[i].state = ConnState::established;
+        ++established_;
+        // A Send posted now waits in the SQ until the connection exists.
+        if (!opt_.server) post_send(i);
+    }
+    wait_until([&] { return exchanged_ == n; }, "messages");
+    const double setup_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double setup_cpu = cpu_seconds() - before.cpu_s;
+    const ProcSample after = sample();
+    report_figures(before, after, setup_s, setup_cpu, 0.0);
+
+    // Both sides are done before either destroys a QP (an abortive close
+    // could overtake the peer's last message).
+    uint8_t done = 1, peer_done = 0;
+    xfer(ctl, &done, 1, true, opt_.timeout_s);
+    xfer(ctl, &peer_done, 1, false, opt_.timeout_s);
+    close(ctl);
+    const auto t2 = Clock::now();
+    for (auto& c : conns_) {
+        if (ibv_destroy_qp(c.qp)) die("ibv_destroy_qp: %s", std::strerror(errno));
+        if (ibv_destroy_cq(c.cq)) die("ibv_destroy_cq: %s", std::strerror(errno));
+    }
+    report("teardown_seconds", "%.3f", std::chrono::duration<double>(Clock::now() - t2).count());
+    ibv_dereg_mr(mr_);
+    ibv_destroy_comp_channel(cch_);
+    ibv_dealloc_pd(pd_);
+    rdma_destroy_event_channel(ech_);
+    freeaddrinfo(dst_);
+    const bool ok = bad_data_ == 0 && exchanged_ == n && failed_ == 0;
+    report("result", "%s", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
+
 void usage()
 {
     std::fprintf(stderr,
-                 "usage: scale_bench server|client -p PORT [-a ADDR] [-n CONNECTIONS] [-w WINDOW] [-d DEPTH] [-s] [-t SECONDS]\n");
+                 "usage: scale_bench server|client -p PORT [-a ADDR] [-n CONNECTIONS] [-w WINDOW] [-d DEPTH] [-s] [-m cm|oob] [-t SECONDS]\n");
     std::exit(2);
 }
 
@@ -598,6 +778,13 @@ int main(int argc, char** argv)
     bool window_given = false;
     for (int k = 2; k < argc; ++k) {
         const std::string a = argv[k];
+        if (a == "-m") {
+            if (k + 1 >= argc) usage();
+            const std::string m = argv[++k];
+            if (m == "oob") o.oob = true;
+            else if (m != "cm") usage();
+            continue;
+        }
         if (a == "-s") {
             o.shared_cq = true;
             continue;
@@ -614,5 +801,7 @@ int main(int argc, char** argv)
     }
     if (o.port.empty()) usage();
     if (!window_given) o.window = o.connections;
-    return Bench(o).run();
+    if (o.oob && o.shared_cq) usage();
+    Bench b(o);
+    return o.oob ? b.run_oob() : b.run();
 }
