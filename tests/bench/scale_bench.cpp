@@ -160,14 +160,14 @@ ProcSample sample()
 class Bench {
 public:
     explicit Bench(const Options& o) : opt_(o), conns_(o.connections) {}
-    int run();
-    int run_oob();
+    int run();      // through rdma_cm
+    int run_oob();  // -m oob: ibv_modify_qp with an address vector, no rdma_cm
+
+private:
     void report_figures(const ProcSample& before, const ProcSample& after, double setup_s, double setup_cpu,
                         double exchange_s);
     void create_qp_oob(Conn& c);
     int control_connection();
-
-private:
     void setup_device();
     void poll_events(int timeout_ms);
     void on_cm_event(rdma_cm_event* ev);
@@ -259,7 +259,7 @@ void Bench::setup_device()
         die("%s:%s: %s", opt_.address.c_str(), opt_.port.c_str(), gai_strerror(rc));
 }
 
-// One CQ per QP (send and receive), notifications on the shared channel.
+// One CQ per QP (send and receive) or the shared one (-s), notifications on the one channel.
 void Bench::create_qp(Conn& c, rdma_cm_id* id)
 {
     if (id->verbs != verbs_) die("connection on another device context");
@@ -274,7 +274,7 @@ void Bench::create_qp(Conn& c, rdma_cm_id* id)
         c.cq = shared_cq_;
     } else {
         c.cq = ibv_create_cq(verbs_, static_cast<int>(2 * opt_.depth), &c, cch_, 0);
-        if (!c.cq) die("ibv_create_cq #%u: %s", established_ + in_setup_, std::strerror(errno));
+        if (!c.cq) die("ibv_create_cq: %s", std::strerror(errno));
         granted_cqe_ = static_cast<uint32_t>(c.cq->cqe);
         if (ibv_req_notify_cq(c.cq, 0)) die("ibv_req_notify_cq: %s", std::strerror(errno));
     }
