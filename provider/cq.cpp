@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,15 +33,19 @@ int channel_sender_for(ibv_comp_channel* channel)
 
 // The sender of a channel, shared by all its CQs: one fd pair per channel,
 // not per CQ (a thousand CQs on one channel are common).  Keyed by the
-// channel; an entry expires with the channel's last CQ, and libibverbs
-// refuses to destroy a channel that still has CQs.  Create/destroy path only.
+// channel; an entry expires with the channel's last CQ (libibverbs refuses
+// to destroy a channel that still has CQs), and the pipe's inode tells a new
+// channel at a reused address apart while an old handler copy still lives.
+// Create/destroy path only.
 std::shared_ptr<ChannelSender> sender_of(ibv_comp_channel* channel)
 {
     static std::mutex lock;
     static auto* senders = new std::unordered_map<ibv_comp_channel*, std::weak_ptr<ChannelSender>>;
+    struct stat st{};
+    if (fstat(channel->fd, &st) != 0) return nullptr;
     std::lock_guard g(lock);
-    auto& slot = (*senders)[channel];
-    if (auto s = slot.lock()) return s;
+    if (auto it = senders->find(channel); it != senders->end())
+        if (auto s = it->second.lock(); s && s->pipe == st.st_ino) return s;
     std::erase_if(*senders, [](const auto& e) { return e.second.expired(); });
     int fd = channel_sender_for(channel);
     if (fd < 0) return nullptr;
@@ -51,8 +56,8 @@ std::shared_ptr<ChannelSender> sender_of(ibv_comp_channel* channel)
         errno = err;
         return nullptr;
     }
-    auto s = std::make_shared<ChannelSender>(fd, reader);
-    (*senders)[channel] = s;  // the erase above may have dropped the slot
+    auto s = std::make_shared<ChannelSender>(fd, reader, st.st_ino);
+    (*senders)[channel] = s;
     return s;
 }
 

@@ -66,7 +66,7 @@ struct Mr {
 // long as a CQ may post (as the kernel's CQ holds its event file): a write
 // never raises SIGPIPE, even if the application closed the channel's fd.
 struct ChannelSender {
-    ChannelSender(int f, int r) : fd(f), reader(r) {}
+    ChannelSender(int f, int r, uint64_t p) : fd(f), reader(r), pipe(p) {}
     ChannelSender(const ChannelSender&) = delete;
     ChannelSender& operator=(const ChannelSender&) = delete;
     ~ChannelSender()
@@ -82,6 +82,7 @@ struct ChannelSender {
     }
     const int fd;
     const int reader;
+    const uint64_t pipe;  // inode of the pipe: tells a reused channel address apart
 };
 
 struct Cq {

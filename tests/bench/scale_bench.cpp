@@ -379,7 +379,7 @@ void Bench::on_cm_event(rdma_cm_event* ev)
         break;
     }
     case RDMA_CM_EVENT_ESTABLISHED:
-        c->state = ConnState::established;
+        if (c->state != ConnState::exchanged) c->state = ConnState::established;
         ++established_;
         last_established_ = Clock::now();
         if (!opt_.server) {
@@ -431,7 +431,9 @@ void Bench::on_completions(ibv_cq* cq)
             } else {
                 c.send_done = true;
             }
-            if (c.recv_done && c.send_done && c.state == ConnState::established) {
+            // The passive side may see the data before its ESTABLISHED event
+            // (events of the two channels are not ordered): count it anyway.
+            if (c.recv_done && c.send_done && c.state != ConnState::failed && c.state != ConnState::exchanged) {
                 c.state = ConnState::exchanged;
                 ++exchanged_;
             }
@@ -472,6 +474,15 @@ void Bench::wait_until(Pred done, const char* what)
             if (shared_cq_) on_completions(shared_cq_);
             if (exchanged_ != before)
                 std::fprintf(stderr, "scale_bench: %u QP(s) had completions but no CQ event\n", exchanged_ - before);
+            int shown = 0;
+            for (size_t i = 0; i < conns_.size() && shown < 5; ++i)
+                if (conns_[i].state != ConnState::exchanged) {
+                    const Conn& c = conns_[i];
+                    std::fprintf(stderr, "scale_bench: #%zu state %d receive %s send %s qpn %u\n", i,
+                                 static_cast<int>(c.state), c.recv_done ? "done" : "pending",
+                                 c.send_done ? "done" : "pending", c.qp ? c.qp->qp_num : 0);
+                    ++shown;
+                }
             die("timed out waiting for %s: established %u exchanged %u disconnected %u failed %u of %u", what,
                 established_, exchanged_, disconnected_, failed_, opt_.connections);
         }
