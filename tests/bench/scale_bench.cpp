@@ -339,15 +339,23 @@ void Bench::on_cm_event(rdma_cm_event* ev)
     const rdma_cm_event_type type = ev->event;
     const int status = ev->status;
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        // Server: a new id per request; its context is assigned here.
-        if (accepted_ >= opt_.connections) {
+        // Server: a new id per request; its context is assigned here.  The
+        // request's private data names the client's index of the connection
+        // (requests arrive in any order), so both ends expect the same bytes.
+        uint32_t i = UINT32_MAX;
+        if (ev->param.conn.private_data && ev->param.conn.private_data_len >= sizeof i) {
+            std::memcpy(&i, ev->param.conn.private_data, sizeof i);
+            i = ntohl(i);
+        }
+        if (i >= opt_.connections || conns_[i].id) {
+            std::fprintf(stderr, "scale_bench: connect request with a bad or repeated index %u\n", i);
             rdma_ack_cm_event(ev);
             rdma_reject(id, nullptr, 0);
             rdma_destroy_id(id);
+            ++failed_;
             return;
         }
-        const uint32_t i = accepted_++;
-        if (i == 0) first_request_ = Clock::now();
+        if (accepted_++ == 0) first_request_ = Clock::now();
         id->context = reinterpret_cast<void*>(uintptr_t{i} + 1);
         rdma_ack_cm_event(ev);
         create_qp(conns_[i], id);
@@ -372,9 +380,12 @@ void Bench::on_cm_event(rdma_cm_event* ev)
         create_qp(*c, id);
         post_recv(i);
         c->state = ConnState::connecting;
+        const uint32_t index = htonl(i);  // the server uses the same index (see CONNECT_REQUEST)
         rdma_conn_param cp{};
         cp.responder_resources = 1;
         cp.initiator_depth = 1;
+        cp.private_data = &index;
+        cp.private_data_len = sizeof index;
         if (rdma_connect(id, &cp)) die("rdma_connect #%u: %s", i, std::strerror(errno));
         break;
     }
