@@ -563,7 +563,10 @@ int Bench::run()
     if (opt_.server) {
         if (rdma_create_id(ech_, &listen_id_, nullptr, RDMA_PS_TCP)) die("rdma_create_id: %s", std::strerror(errno));
         if (rdma_bind_addr(listen_id_, dst_->ai_addr)) die("rdma_bind_addr: %s", std::strerror(errno));
-        if (rdma_listen(listen_id_, 1024)) die("rdma_listen: %s", std::strerror(errno));
+        // Room for every request at once: beyond the backlog, rdma_cm (the
+        // kernel's and iwemu's alike) refuses a request (ECONNREFUSED).
+        const int backlog = static_cast<int>(std::max<uint32_t>(1024, n));
+        if (rdma_listen(listen_id_, backlog)) die("rdma_listen: %s", std::strerror(errno));
         std::printf("server.listening=%s:%s\n", opt_.address.c_str(), opt_.port.c_str());
         std::fflush(stdout);
         // The clock starts with the first request.
