@@ -73,6 +73,9 @@ private:
     // QPs whose receive path poll() may drive (opportunistic progress).
     mutable std::shared_mutex qps_lock_;
     std::vector<QueuePair*> qps_;
+    // At most this many of them per empty poll; where the next visit starts.
+    static constexpr size_t poll_progress_qps = 4;
+    std::atomic<size_t> progress_cursor_{0};
 };
 
 }  // namespace iwemu

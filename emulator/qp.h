@@ -26,6 +26,8 @@
 #include <memory>
 #include <optional>
 #include <mutex>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "emulator/connection_params.h"
@@ -42,6 +44,27 @@
 namespace iwemu {
 
 class Emulator;
+
+// Leaves elements default-initialised (octets: not written at all), so a
+// large buffer costs resident memory only for the pages actually used: a
+// thousand idle QPs must not each hold a zeroed 64 KiB receive staging area.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+        using other = DefaultInitAllocator<U>;
+    };
+    template <typename U>
+    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>)
+    {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <typename U, typename... Args>
+    void construct(U* p, Args&&... args)
+    {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
 
 // Per-QP counters (debugging, tests, the benchmark).
 struct QpCounters {
@@ -310,7 +333,7 @@ private:
     uint64_t tx_offset_ = 0;          // payload octets of the current message already framed
     std::array<TxSlot, tx_slots> slots_{};
     size_t slot_first_ = 0, slot_count_ = 0;
-    std::array<iovec, tx_iov_capacity> iov_{};
+    std::array<iovec, tx_iov_capacity> iov_;  // not zeroed (16 KiB): only [iov_first_, +iov_count_) is ever read
     size_t iov_first_ = 0, iov_count_ = 0;   // unsent part of the batch
     size_t batch_bytes_ = 0;
     size_t slot_sent_bytes_ = 0;      // octets of slots_[slot_first_] already written
@@ -332,7 +355,7 @@ private:
     // receive path (rx_lock_)
     std::mutex rx_lock_;
     wire::FpduReceiver rx_;
-    std::vector<uint8_t> rx_staging_;
+    std::vector<uint8_t, DefaultInitAllocator<uint8_t>> rx_staging_;  // pages become resident as reads fill them
     size_t rx_pos_ = 0, rx_end_ = 0;
     size_t rx_read_hint_ = 8192;
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing

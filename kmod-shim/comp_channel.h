@@ -1,10 +1,11 @@
 // Completion channels, the user-space stand-in for the kernel's
-// ib_uverbs_completion_event_file.  A channel is a SOCK_SEQPACKET socketpair:
-// the application gets the read end (one 8-byte ib_uverbs_comp_event_desc per
-// read(), real poll/epoll readiness, O_NONBLOCK honoured by the kernel) and
-// the shim keeps the write end.  The provider obtains its own duplicate of
-// the write end per CQ through iwemu_shim_comp_channel_sender(), so no state
-// is shared across the two libraries beyond that fd.
+// ib_uverbs_completion_event_file.  A channel is a pipe: the application
+// gets the read end (8-byte ib_uverbs_comp_event_desc records, written whole
+// and read whole by ibv_get_cq_event; real poll/epoll readiness, O_NONBLOCK
+// honoured by the kernel) and the shim keeps the write end.  The provider
+// obtains its own duplicate of the write end per channel through
+// iwemu_shim_comp_channel_sender(), so no state is shared across the two
+// libraries beyond that fd.
 #pragma once
 
 namespace iwemu::shim {

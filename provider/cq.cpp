@@ -1,10 +1,15 @@
 // Completion queues and their completion channels.
 #include <dlfcn.h>
 #include <endian.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "provider/abi_guard.h"
 #include "provider/objects.h"
@@ -26,14 +31,43 @@ int channel_sender_for(ibv_comp_channel* channel)
     return fn(channel->fd);
 }
 
+// The sender of a channel, shared by all its CQs: one fd pair per channel,
+// not per CQ (a thousand CQs on one channel are common).  Keyed by the
+// channel; an entry expires with the channel's last CQ (libibverbs refuses
+// to destroy a channel that still has CQs), and the pipe's inode tells a new
+// channel at a reused address apart while an old handler copy still lives.
+// Create/destroy path only.
+std::shared_ptr<ChannelSender> sender_of(ibv_comp_channel* channel)
+{
+    static std::mutex lock;
+    static auto* senders = new std::unordered_map<ibv_comp_channel*, std::weak_ptr<ChannelSender>>;
+    struct stat st{};
+    if (fstat(channel->fd, &st) != 0) return nullptr;
+    std::lock_guard g(lock);
+    if (auto it = senders->find(channel); it != senders->end())
+        if (auto s = it->second.lock(); s && s->pipe == st.st_ino) return s;
+    std::erase_if(*senders, [](const auto& e) { return e.second.expired(); });
+    int fd = channel_sender_for(channel);
+    if (fd < 0) return nullptr;
+    const int reader = fcntl(channel->fd, F_DUPFD_CLOEXEC, 0);
+    if (reader < 0) {
+        const int err = errno;
+        close(fd);
+        errno = err;
+        return nullptr;
+    }
+    auto s = std::make_shared<ChannelSender>(fd, reader, st.st_ino);
+    (*senders)[channel] = s;
+    return s;
+}
+
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
 {
     if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<ibv_cq>(EINVAL);
     std::shared_ptr<ChannelSender> sender;
     if (channel) {
-        int fd = channel_sender_for(channel);
-        if (fd < 0) return fail<ibv_cq>(errno);
-        sender = std::make_shared<ChannelSender>(fd);
+        sender = sender_of(channel);
+        if (!sender) return fail<ibv_cq>(errno);
     }
     auto* mem = calloc(1, sizeof(Cq));
     if (!mem) return fail<ibv_cq>(ENOMEM);
@@ -51,9 +85,7 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
         // element is the ibv_cq* ibv_get_cq_event hands back.
         cq->sender = sender;
         const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
-        cq->emu->set_event_handler([sender = std::move(sender), handle] {
-            send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
-        });
+        cq->emu->set_event_handler([sender = std::move(sender), handle] { sender->post(handle); });
     }
     track(ctx, &ContextObjects::cqs, cq);
     return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)

@@ -58,16 +58,31 @@ struct Mr {
     verbs_mr vmr;
     MemoryRegion* emu;
 };
-// Our end of a completion channel.  Owned by the CQ's event handler (and
-// any copy of it an emulator thread is still running), so the fd is closed
-// only when no handler can write to it any more: never a write to a reused
-// fd number after destroy_cq.
+// Our end of a completion channel (a pipe, kmod-shim/comp_channel.h), one
+// per channel, shared by its CQs.  Owned by the CQs' event handlers (and any
+// copy of one an emulator thread is still running), so the fds are closed
+// only when no handler can write any more: never a write to a reused fd
+// number after destroy_cq.  `reader` keeps the pipe's read side open as
+// long as a CQ may post (as the kernel's CQ holds its event file): a write
+// never raises SIGPIPE, even if the application closed the channel's fd.
 struct ChannelSender {
-    explicit ChannelSender(int f) : fd(f) {}
+    ChannelSender(int f, int r, uint64_t p) : fd(f), reader(r), pipe(p) {}
     ChannelSender(const ChannelSender&) = delete;
     ChannelSender& operator=(const ChannelSender&) = delete;
-    ~ChannelSender() { close(fd); }
+    ~ChannelSender()
+    {
+        close(fd);
+        if (reader >= 0) close(reader);
+    }
+    // One ib_uverbs_comp_event_desc; 8 octets, so the pipe writes it whole.
+    void post(uint64_t cq_handle) const
+    {
+        ssize_t ignored = write(fd, &cq_handle, sizeof cq_handle);
+        (void)ignored;  // full pipe: more events pending than CQs can owe (one per arm)
+    }
     const int fd;
+    const int reader;
+    const uint64_t pipe;  // inode of the pipe: tells a reused channel address apart
 };
 
 struct Cq {
@@ -77,8 +92,7 @@ struct Cq {
 
     void notify() const
     {
-        const uint64_t handle = reinterpret_cast<uintptr_t>(&ibv);
-        send(sender->fd, &handle, sizeof handle, MSG_DONTWAIT | MSG_NOSIGNAL);
+        sender->post(reinterpret_cast<uintptr_t>(&ibv));
     }
 };
 
