@@ -212,6 +212,7 @@ private:
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                  std::optional<uint16_t> seg_len, AsyncEventType event, WcStatus rq_status);
     void rx_connection_lost(int err);
+    void rx_kick_tx();                        // no lock held: tx_locked() for rx_tx_kick_
     void rx_copy_payload(const uint8_t* p, size_t n);
     int rx_dest_range(uint32_t off, uint32_t len, iovec* out) const;
     // Async / connection events found under a lock, delivered after unlocking.
@@ -329,6 +330,7 @@ private:
     uint64_t rx_send_placed_ = 0;
     bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
+    bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
 
     QpCounters counters_;
     friend class Emulator;

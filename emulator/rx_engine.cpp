@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
@@ -77,21 +78,37 @@ WcStatus status_for_terminate(const TerminateCode& c)
 
 void QueuePair::rx_progress()
 {
+    bool kick;
     {
         std::lock_guard<std::mutex> g(rx_lock_);
         rx_locked();
+        kick = std::exchange(rx_tx_kick_, false);
     }
+    if (kick) rx_kick_tx();
     drain_deferred();
 }
 
 void QueuePair::try_rx_progress()
 {
+    bool kick;
     {
         std::unique_lock<std::mutex> g(rx_lock_, std::try_to_lock);
         if (!g.owns_lock()) return;
         rx_locked();
+        kick = std::exchange(rx_tx_kick_, false);
     }
+    if (kick) rx_kick_tx();
     drain_deferred();
+}
+
+// TX work the receive path made possible (Read Responses to send, an ORD slot
+// freed) runs once per receive pass, after rx_lock_ is released: the
+// Responses to every Read Request of one read() leave in one sendmsg(), and
+// the receiver is never held up by a full socket.
+void QueuePair::rx_kick_tx()
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    tx_locked();
 }
 
 void QueuePair::drain_deferred()
@@ -477,7 +494,7 @@ bool QueuePair::rx_on_segment_end()
             orq_head_ = (orq_head_ + 1) % orq_.size();
             --orq_count_;
             sq_complete_in_order_locked();
-            tx_locked();  // an ORD slot is free again
+            rx_tx_kick_ = true;  // an ORD slot is free again
         }
         break;
     }
@@ -575,7 +592,7 @@ bool QueuePair::rx_handle_read_request()
             j.source_to = rr->data_source_to;
             ++irq_count_;
             ++rx_msn_[1];
-            tx_locked();
+            rx_tx_kick_ = true;  // answered after this receive pass (rx_kick_tx)
         }
     }
     if (overflow) {
