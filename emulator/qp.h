@@ -177,6 +177,7 @@ private:
     static constexpr size_t rx_staging_size = 64 * 1024;
     static constexpr size_t rx_control_max = 128;
     static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv
+    static constexpr uint32_t rx_copy_max = 8192;  // larger segments: header read, then payload readv'd in place
     static constexpr int rx_read_budget = 64;     // socket reads per progress call  // RDMAP header octets we keep (Read Request, Terminate, ...)
 
     // -- tx_engine.cpp
@@ -312,6 +313,7 @@ private:
     std::vector<uint8_t> rx_staging_;
     size_t rx_pos_ = 0, rx_end_ = 0;
     size_t rx_read_hint_ = 8192;
+    uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing
     uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN
     RxTarget rx_target_ = RxTarget::none;

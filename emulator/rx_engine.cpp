@@ -465,7 +465,11 @@ bool QueuePair::rx_on_segment_end()
     const uint32_t plen = rx_plen_;
     counters_.rx_fpdus.fetch_add(1, std::memory_order_relaxed);
     counters_.rx_bytes.fetch_add(plen, std::memory_order_relaxed);
-    rx_read_hint_ = plen >= 4096 ? 512 : 16384;
+    // Reads into the staging buffer (payload copied) pay off for small
+    // segments only.  Judge by the last two: the short tail segment of a
+    // large message must not send the next large message through staging.
+    rx_read_hint_ = std::max(plen, rx_prev_plen_) > rx_copy_max ? rx_lookahead : 16384;
+    rx_prev_plen_ = plen;
     if (rx_mr_) {
         StagTable::release(rx_mr_);
         rx_mr_ = nullptr;
