@@ -102,9 +102,10 @@ void QueuePair::try_rx_progress()
 }
 
 // TX work the receive path made possible (Read Responses to send, an ORD slot
-// freed) runs once per receive pass, after rx_lock_ is released: the
-// Responses to every Read Request of one read() leave in one sendmsg(), and
-// the receiver is never held up by a full socket.
+// freed) runs once per read() worth of parsed octets (rx_locked, before the
+// next socket read) or, when the pass ends without another read, here after
+// rx_lock_ is released: the Responses to every Read Request of one read()
+// leave in one sendmsg().
 void QueuePair::rx_kick_tx()
 {
     std::lock_guard<std::mutex> g(sq_lock_);
@@ -215,6 +216,13 @@ void QueuePair::rx_locked()
                 --reads;  // no system call
                 if (!rx_handle_event(r.event)) return;
                 continue;
+            }
+            if (rx_tx_kick_) {
+                // Everything read so far is parsed: answer it now, not after
+                // the next read() (a Read Response must not wait for an EAGAIN).
+                rx_tx_kick_ = false;
+                std::lock_guard<std::mutex> g(sq_lock_);
+                tx_locked();
             }
             if (need.state == wire::FpduRxState::payload && rx_target_ == RxTarget::user && need.max_octets >= 256) {
                 // Straight into user memory, plus a look-ahead for the trailer
