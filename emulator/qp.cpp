@@ -485,9 +485,13 @@ void QueuePair::shutdown_locked()
     // last (ibv_rc_pingpong destroys its QP as soon as its final Send
     // completed).  Anything else is aborted (RST); so is a stream with unread
     // inbound data (the kernel's rule for close()).
+    // A Terminate already handed to TCP (FIN queued behind it) is clean too:
+    // an RST would discard it, and with it the peer's only error report
+    // (RFC 5040 §6.2.1), when it still sits behind Read Response data.
     const QpState st = state_.load();
-    const bool clean = (st == QpState::rts || st == QpState::sqd) && iov_count_ == 0 && !terminate_pending_ &&
-                       !tx_stopped_;
+    const bool clean = iov_count_ == 0 && (((st == QpState::rts || st == QpState::sqd) && !terminate_pending_ &&
+                                            !tx_stopped_) ||
+                                           terminate_sent_);
     close_socket_locked(!clean);
     for (uint32_t i = 0; i < irq_count_; ++i) {
         ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];

@@ -212,6 +212,7 @@ private:
     static constexpr size_t rx_staging_size = 64 * 1024;
     static constexpr size_t rx_control_max = 128;
     static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv
+    static constexpr uint32_t rx_copy_max = 8192;  // larger segments: header read, then payload readv'd in place
     static constexpr int rx_read_budget = 64;     // socket reads per progress call  // RDMAP header octets we keep (Read Request, Terminate, ...)
 
     // -- tx_engine.cpp
@@ -257,6 +258,7 @@ private:
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                  std::optional<uint16_t> seg_len, AsyncEventType event, WcStatus rq_status);
     void rx_connection_lost(int err);
+    void rx_kick_tx();                        // no lock held: tx_locked() for rx_tx_kick_
     void rx_copy_payload(const uint8_t* p, size_t n);
     int rx_dest_range(uint32_t off, uint32_t len, iovec* out) const;
     // Async / connection events found under a lock, delivered after unlocking.
@@ -358,6 +360,7 @@ private:
     std::vector<uint8_t, DefaultInitAllocator<uint8_t>> rx_staging_;  // pages become resident as reads fill them
     size_t rx_pos_ = 0, rx_end_ = 0;
     size_t rx_read_hint_ = 8192;
+    uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing
     uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN
     RxTarget rx_target_ = RxTarget::none;
@@ -382,6 +385,7 @@ private:
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
     bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (set_epollout_locked)
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
+    bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
 
     QpCounters counters_;
     friend class Emulator;

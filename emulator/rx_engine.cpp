@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
@@ -77,21 +78,38 @@ WcStatus status_for_terminate(const TerminateCode& c)
 
 void QueuePair::rx_progress()
 {
+    bool kick;
     {
         std::lock_guard<std::mutex> g(rx_lock_);
         rx_locked();
+        kick = std::exchange(rx_tx_kick_, false);
     }
+    if (kick) rx_kick_tx();
     drain_deferred();
 }
 
 void QueuePair::try_rx_progress()
 {
+    bool kick;
     {
         std::unique_lock<std::mutex> g(rx_lock_, std::try_to_lock);
         if (!g.owns_lock()) return;
         rx_locked();
+        kick = std::exchange(rx_tx_kick_, false);
     }
+    if (kick) rx_kick_tx();
     drain_deferred();
+}
+
+// TX work the receive path made possible (Read Responses to send, an ORD slot
+// freed) runs once per read() worth of parsed octets (rx_locked, before the
+// next socket read) or, when the pass ends without another read, here after
+// rx_lock_ is released: the Responses to every Read Request of one read()
+// leave in one sendmsg().
+void QueuePair::rx_kick_tx()
+{
+    std::lock_guard<std::mutex> g(sq_lock_);
+    tx_locked();
 }
 
 void QueuePair::drain_deferred()
@@ -201,6 +219,13 @@ void QueuePair::rx_locked()
                 --reads;  // no system call
                 if (!rx_handle_event(r.event)) return;
                 continue;
+            }
+            if (rx_tx_kick_) {
+                // Everything read so far is parsed: answer it now, not after
+                // the next read() (a Read Response must not wait for an EAGAIN).
+                rx_tx_kick_ = false;
+                std::lock_guard<std::mutex> g(sq_lock_);
+                tx_locked();
             }
             if (need.state == wire::FpduRxState::payload && rx_target_ == RxTarget::user && need.max_octets >= 256) {
                 // Straight into user memory, plus a look-ahead for the trailer
@@ -452,7 +477,11 @@ bool QueuePair::rx_on_segment_end()
     const uint32_t plen = rx_plen_;
     counters_.rx_fpdus.fetch_add(1, std::memory_order_relaxed);
     counters_.rx_bytes.fetch_add(plen, std::memory_order_relaxed);
-    rx_read_hint_ = plen >= 4096 ? 512 : 16384;
+    // Reads into the staging buffer (payload copied) pay off for small
+    // segments only.  Judge by the last two: the short tail segment of a
+    // large message must not send the next large message through staging.
+    rx_read_hint_ = std::max(plen, rx_prev_plen_) > rx_copy_max ? rx_lookahead : 16384;
+    rx_prev_plen_ = plen;
     if (rx_mr_) {
         StagTable::release(rx_mr_);
         rx_mr_ = nullptr;
@@ -481,7 +510,7 @@ bool QueuePair::rx_on_segment_end()
             orq_head_ = (orq_head_ + 1) % orq_.size();
             --orq_count_;
             sq_complete_in_order_locked();
-            tx_locked();  // an ORD slot is free again
+            rx_tx_kick_ = true;  // an ORD slot is free again
         }
         break;
     }
@@ -579,7 +608,7 @@ bool QueuePair::rx_handle_read_request()
             j.source_to = rr->data_source_to;
             ++irq_count_;
             ++rx_msn_[1];
-            tx_locked();
+            rx_tx_kick_ = true;  // answered after this receive pass (rx_kick_tx)
         }
     }
     if (overflow) {
