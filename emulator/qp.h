@@ -84,7 +84,8 @@ public:
     // index of the first WR not posted in *bad:
     //   EINVAL  too many SGEs, inline too long, bad opcode flags
     //   ENOMEM  queue full (as siw)
-    //   EOPNOTSUPP  atomics, *_with_imm, bind_mw (RFC 7306 off)
+    //   EOPNOTSUPP  atomics, send_with_imm, bind_mw; rdma_write_with_imm
+    //               when RFC 7306 is off (config rfc7306)
     //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS)
     // In ERR every WR completes at once with wr_flush_err.  Never allocates.
     int post_send(const SendWr* wrs, size_t n, size_t* bad);
@@ -143,6 +144,7 @@ private:
         WqePhase phase = WqePhase::queued;
         WcStatus status = WcStatus::success;
         uint64_t placed = 0;         // Read: Read Response octets placed
+        uint32_t imm_data = 0;       // rdma_write_with_imm: host order (immediate_data.cpp)
     };
 
     // One inbound Read Request the responder's TX answers (RFC 5040 §5.2).
@@ -198,6 +200,13 @@ private:
                        std::span<const uint8_t>* out, int max) const;
     void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                                 std::optional<uint16_t> seg_len);
+
+    // -- immediate_data.cpp (RFC 7306 Immediate Data: Write with Immediate)
+    bool tx_build_immediate_data_locked(SendWqe& w);  // the Immediate Data after w's RDMA Write
+    bool rx_take_recv_wqe(RecvWqe* out);              // next RQ / SRQ WQE (rx_lock_ held)
+    bool rx_accept_immediate_data();                  // segment header: MSN, receive WQE
+    void rx_deliver_immediate_data();                 // segment end: the receive completion
+    void rx_count_write_octets(uint32_t len, bool last);  // byte_len of the next Immediate Data
 
     // -- rx_engine.cpp
     void rx_locked();                         // rx_lock_ held
@@ -284,6 +293,7 @@ private:
     // TX message in progress + batch
     TxMessage tx_msg_ = TxMessage::none;
     uint64_t tx_offset_ = 0;          // payload octets of the current message already framed
+    bool tx_imm_next_ = false;        // rdma_write_with_imm: Write framed, Immediate Data next
     std::array<TxSlot, tx_slots> slots_{};
     size_t slot_first_ = 0, slot_count_ = 0;
     std::array<iovec, tx_iov_capacity> iov_{};
@@ -329,6 +339,10 @@ private:
     uint64_t rx_send_placed_ = 0;
     bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
+    // RFC 7306 (immediate_data.cpp)
+    bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted
+    uint64_t rx_write_len_ = 0;        // octets of the latest inbound RDMA Write message
+    bool rx_write_open_ = false;       // its last segment (L = 1) not seen yet
 
     QpCounters counters_;
     friend class Emulator;

@@ -280,7 +280,7 @@ bool QueuePair::rx_on_segment_header()
     rx_target_ = RxTarget::none;
     rx_dest_count_ = 0;
     const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
-    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen)) {
+    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_})) {
         rx_fail(*err, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
@@ -295,6 +295,8 @@ bool QueuePair::rx_on_segment_header()
     case wire::RdmapOpcode::send_with_invalidate:
     case wire::RdmapOpcode::send_with_se:
     case wire::RdmapOpcode::send_with_se_and_invalidate: return rx_place_send(rx_hdr_, plen);
+    case wire::RdmapOpcode::immediate_data:
+    case wire::RdmapOpcode::immediate_data_with_se: return rx_accept_immediate_data();
     case wire::RdmapOpcode::rdma_read_request:
         if (rx_hdr_.msn != rx_msn_[1]) {
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
@@ -397,14 +399,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         return true;
     }
     if (!rx_send_active_) {
-        bool have;
-        if (srq_) {
-            have = srq_->take(&rx_wqe_);
-        } else {
-            std::lock_guard<std::mutex> g(rq_lock_);
-            have = rq_.pop(&rx_wqe_);
-        }
-        if (!have) {
+        if (!rx_take_recv_wqe(&rx_wqe_)) {
             // iWARP has no RNR retry: a Send without a posted receive kills
             // the stream (RFC 5041 §7.1 note, DDP-029).
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, ulen, AsyncEventType::qp_fatal,
@@ -461,7 +456,9 @@ bool QueuePair::rx_on_segment_end()
     bool ok = true;
 
     switch (static_cast<wire::RdmapOpcode>(rx_opcode_)) {
-    case wire::RdmapOpcode::rdma_write: break;
+    case wire::RdmapOpcode::rdma_write: rx_count_write_octets(plen, rx_hdr_.control.last); break;
+    case wire::RdmapOpcode::immediate_data:
+    case wire::RdmapOpcode::immediate_data_with_se: rx_deliver_immediate_data(); break;
     case wire::RdmapOpcode::rdma_read_response: {
         std::lock_guard<std::mutex> g(sq_lock_);
         if (absorb) {
