@@ -22,26 +22,12 @@
 // buffer.  A Send followed by Immediate Data consumes two receive WQEs where
 // verbs consumes one, and a lone Immediate Data cannot be told apart from the
 // tail of a Write with Immediate at the receiver.
-#include <mutex>
-
-#include "emulator/cq.h"
 #include "emulator/qp.h"
-#include "emulator/srq.h"
 #include "emulator/wire/immediate_data.h"
 
 namespace iwemu {
 
-namespace {
-
-using wire::TerminateCode;
 using wire::TerminateLayer;
-
-constexpr TerminateCode ddp_untagged(uint8_t code)
-{
-    return {TerminateLayer::ddp, wire::etype::ddp_untagged_buffer, code};
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- send ----
 
@@ -65,50 +51,31 @@ bool QueuePair::tx_build_immediate_data_locked(SendWqe& w)
 
 // ------------------------------------------------------------- receive ----
 
-bool QueuePair::rx_take_recv_wqe(RecvWqe* out)
-{
-    if (srq_)
-        return srq_->take(out);
-    std::lock_guard<std::mutex> g(rq_lock_);
-    return rq_.pop(out);
-}
-
 void QueuePair::rx_count_write_octets(uint32_t len, bool last)
 {
     rx_write_len_ = (rx_write_open_ ? rx_write_len_ : 0) + len;
     rx_write_open_ = !last;
 }
 
-// Header of an Immediate Data segment, already validated statelessly
-// (exactly 8 octets, QN 0, L = 1: validate_rdmap_segment).  Same checks and
-// codes as a Send's first segment (rx_place_send).
+// Header of an Immediate Data segment, validated statelessly (exactly 8
+// octets, QN 0, L = 1: validate_rdmap_segment) and then like a Send's first
+// segment by rx_place_send: MSN, one receive WQE taken from the RQ or SRQ
+// (or, with none posted, the Send's error path: DDP 1/2/02 Terminate).  The
+// WQE is held like a Send's until the segment ends with a good CRC; an error
+// before that flushes it (flush_rq).
 bool QueuePair::rx_accept_immediate_data()
 {
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
-    if (rx_hdr_.msn != rx_msn_[0]) {
-        rx_fail(ddp_untagged(wire::ecode::ddp_untagged_invalid_msn_range), offending, rx_ulen_,
-                AsyncEventType::qp_fatal, WcStatus::success);
-        return false;
-    }
-    if (rx_send_active_) {
-        // MSN of a Send still in progress: an opcode change inside one DDP message.
-        rx_fail({TerminateLayer::rdmap, wire::etype::rdmap_remote_operation, wire::ecode::rdmap_unexpected_opcode},
-                offending, rx_ulen_, AsyncEventType::qp_fatal, WcStatus::success);
-        return false;
-    }
-    if (!rx_take_recv_wqe(&rx_wqe_)) {
-        // No RNR retry in iWARP, as for a Send (RFC 5041 §7.1, DDP-029).
-        rx_fail(ddp_untagged(wire::ecode::ddp_untagged_invalid_msn_no_buffer), offending, rx_ulen_,
-                AsyncEventType::qp_fatal, WcStatus::success);
-        return false;
-    }
-    // Held like a Send's WQE until the segment's CRC checked out: an error
-    // before the end flushes it (flush_rq).
-    rx_send_active_ = true;
-    rx_send_placed_ = 0;
-    rx_wqe_status_ = WcStatus::success;
     rx_target_ = RxTarget::control;  // the 8 octets land after the DDP header in rx_control_
     return true;
+}
+
+// Immediate Data while a multi-segment Send is still incomplete: QN-0
+// messages do not interleave, so the opcode changed inside one message.
+bool QueuePair::rx_reject_immediate_data_inside_send()
+{
+    rx_fail({TerminateLayer::rdmap, wire::etype::rdmap_remote_operation, wire::ecode::rdmap_unexpected_opcode},
+            {rx_control_.data(), rx_control_len_}, rx_ulen_, AsyncEventType::qp_fatal, WcStatus::success);
+    return false;
 }
 
 void QueuePair::rx_deliver_immediate_data()

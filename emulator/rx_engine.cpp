@@ -294,9 +294,9 @@ bool QueuePair::rx_on_segment_header()
     case wire::RdmapOpcode::send:
     case wire::RdmapOpcode::send_with_invalidate:
     case wire::RdmapOpcode::send_with_se:
-    case wire::RdmapOpcode::send_with_se_and_invalidate: return rx_place_send(rx_hdr_, plen);
-    case wire::RdmapOpcode::immediate_data:
-    case wire::RdmapOpcode::immediate_data_with_se: return rx_accept_immediate_data();
+    case wire::RdmapOpcode::send_with_se_and_invalidate:
+    case wire::RdmapOpcode::immediate_data:  // RFC 7306: a QN-0 message too (immediate_data.cpp)
+    case wire::RdmapOpcode::immediate_data_with_se: return rx_place_send(rx_hdr_, plen);
     case wire::RdmapOpcode::rdma_read_request:
         if (rx_hdr_.msn != rx_msn_[1]) {
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
@@ -389,6 +389,8 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
 {
     const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
     const uint16_t ulen = rx_ulen_;
+    const bool immediate = wire::rdmap_opcode_is_immediate_data(rx_opcode_);
+    if (immediate && rx_send_active_) return rx_reject_immediate_data_inside_send();
     if (h.msn != rx_msn_[0]) {
         rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);
@@ -399,7 +401,14 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         return true;
     }
     if (!rx_send_active_) {
-        if (!rx_take_recv_wqe(&rx_wqe_)) {
+        bool have;
+        if (srq_) {
+            have = srq_->take(&rx_wqe_);
+        } else {
+            std::lock_guard<std::mutex> g(rq_lock_);
+            have = rq_.pop(&rx_wqe_);
+        }
+        if (!have) {
             // iWARP has no RNR retry: a Send without a posted receive kills
             // the stream (RFC 5041 §7.1 note, DDP-029).
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, ulen, AsyncEventType::qp_fatal,
@@ -417,6 +426,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
             return false;
         }
     }
+    if (immediate) return rx_accept_immediate_data();  // WQE taken; its 8 octets are no Send payload
     if (h.mo != rx_send_placed_) {
         rx_fail(ddp_untagged(ec::ddp_untagged_invalid_mo), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);

@@ -63,6 +63,11 @@ TEST(ImmediateDataMessage, Imm32TakesTheFirstFourOctetsInNetworkOrder)
     EXPECT_EQ(imm32_from_immediate_data(peer), 0xDEADBEEFu);
 }
 
+TEST(ImmediateDataMessage, OpcodePredicate)
+{
+    for (uint8_t op = 0; op < 16; ++op) EXPECT_EQ(rdmap_opcode_is_immediate_data(op), op == 0x8 || op == 0x9) << int(op);
+}
+
 TEST(ImmediateDataMessage, EncodeNeedsRoom)
 {
     std::array<uint8_t, immediate_data_ulpdu_size - 1> small{};
