@@ -83,3 +83,7 @@ iwemu_rdmacm_test(qperf ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 
   rc_lat rc_rdma_read_lat rc_rdma_write_poll_lat)
 iwemu_rdmacm_test(qperf_rc_rdma_read_bw
   ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_read_bw)
+# RFC 7306 Immediate Data: qperf's RDMA Write latency test posts Write with
+# Immediate, answered with a receive completion (docs/limits.md).
+iwemu_rdmacm_test(qperf_rc_rdma_write_lat
+  ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_lat)
