@@ -277,5 +277,16 @@ TEST(WriteWithImmErrors, RefusedWhenRfc7306IsOff)
     EXPECT_EQ(p.a->qp->state(), QpState::rts);
 }
 
+TEST(WriteWithImmErrors, ConfigKey)
+{
+    Config c;
+    EXPECT_TRUE(c.rfc7306);  // on by default
+    std::string report;
+    EXPECT_EQ(parse_config_text("rfc7306 = off\n", c, &report), 0);
+    EXPECT_FALSE(c.rfc7306);
+    EXPECT_EQ(parse_config_text("rfc7306 = maybe\n", c, &report), 1);
+    EXPECT_FALSE(c.rfc7306);
+}
+
 }  // namespace
 }  // namespace iwemu::test
