@@ -205,7 +205,7 @@ private:
     bool tx_build_immediate_data_locked(SendWqe& w);  // the Immediate Data after w's RDMA Write
     // rx_place_send checked MSN and took the receive WQE (as for a Send):
     bool rx_accept_immediate_data();                  // segment header: collect the 8 octets
-    bool rx_reject_immediate_data_inside_send();      // a Send of that MSN still in progress
+    bool rx_reject_immediate_data_inside_send();      // a multi-segment Send still incomplete
     void rx_deliver_immediate_data();                 // segment end: the receive completion
     void rx_count_write_octets(uint32_t len, bool last);  // byte_len of the next Immediate Data
 
