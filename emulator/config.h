@@ -23,6 +23,10 @@ struct Config {
     bool seed_rtr_frame = false;     // IWEMU_SEED_RTR: seed-002 Rtr-frame mode (iwemu peers only)
     uint32_t mpa_timeout_ms = 10000; // IWEMU_MPA_TIMEOUT_MS: startup / RTR wait
     uint32_t oob_timeout_ms = 10000; // IWEMU_OOB_TIMEOUT_MS: modify_qp(RTR)-connected QPs: refused connects retried this long
+    // IWEMU_RNR_WAIT_MS: a Send that finds no receive posted stalls the
+    // stream (TCP back-pressure) this long for one, then Terminates; 0 = at
+    // once, as Linux siw.  See docs/configuration.md for the default.
+    uint32_t rnr_wait_ms = 3000;
     uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
     uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
     bool rfc7306 = true;             // IWEMU_RFC7306: Immediate Data (Write with Immediate) sent and accepted

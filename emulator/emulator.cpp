@@ -7,8 +7,11 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "emulator/engine.h"
 #include "emulator/log.h"
@@ -18,10 +21,39 @@ namespace iwemu {
 
 Emulator& Emulator::instance()
 {
-    // Function-local static: constructed on first use, destroyed at exit
-    // (engine thread joined, sockets closed) after main() returns.
-    static Emulator emu(load_config());
-    return emu;
+    // Constructed on first use and never freed: at exit close_at_exit()
+    // closes the connections and stops the engine with bounded waits.  An
+    // application may call exit() from a signal handler that interrupted
+    // it inside iwemu (qperf does, on SIGURG when its peer failed): that
+    // thread still holds its QP's locks and never resumes, so the exit path
+    // must not wait for them forever, and a thread it could not stop must
+    // still find valid memory until the process is gone.
+    static Emulator* emu = [] {
+        auto* e = new Emulator(load_config());
+        std::atexit([] { Emulator::instance().close_at_exit(); });
+        return e;
+    }();
+    return *emu;
+}
+
+void Emulator::close_at_exit()
+{
+    using namespace std::chrono_literals;
+    const auto deadline = std::chrono::steady_clock::now() + 500ms;
+    Engine* const engine = engine_ptr_.load(std::memory_order_acquire);
+    if (engine) engine->stop();
+    std::vector<std::shared_ptr<QueuePair>> qps;
+    {
+        std::unique_lock<std::mutex> g(objects_lock_, std::defer_lock);
+        while (!g.try_lock()) {
+            if (std::chrono::steady_clock::now() >= deadline) return;  // the kernel closes the sockets
+            std::this_thread::sleep_for(1ms);
+        }
+        for (auto& [n, qp] : qps_) qps.push_back(qp);
+    }
+    // Those we cannot lock in time are closed by the kernel (FIN or RST).
+    for (auto& qp : qps) qp->shutdown_at_exit(deadline);
+    if (engine) engine->join_until(deadline);
 }
 
 Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr)
@@ -43,6 +75,7 @@ Emulator::~Emulator()
     {
         std::lock_guard<std::mutex> g(engine_lock_);
         if (engine_) engine_->stop();
+        engine_ptr_.store(nullptr, std::memory_order_release);
     }
     // Abort every live connection, then free objects in dependency order.
     std::unordered_map<uint32_t, std::shared_ptr<QueuePair>> qps;
@@ -282,8 +315,13 @@ uint32_t Emulator::live_qps() const
 
 Engine& Emulator::engine()
 {
+    // No lock once it exists: the data path asks for it on every interest change.
+    if (Engine* e = engine_ptr_.load(std::memory_order_acquire)) return *e;
     std::lock_guard<std::mutex> g(engine_lock_);
-    if (!engine_) engine_ = std::make_unique<Engine>(*this);
+    if (!engine_) {
+        engine_ = std::make_unique<Engine>(*this);
+        engine_ptr_.store(engine_.get(), std::memory_order_release);
+    }
     return *engine_;
 }
 

@@ -17,6 +17,7 @@
 //   qp->post_send(&wr, 1, &bad);  cq->poll(wcs, 16);
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -95,6 +96,7 @@ public:
 
 private:
     void detect_identity();
+    void close_at_exit();  // the process-wide instance, from atexit
 
     Config config_;
     DeviceAttributes device_;
@@ -115,6 +117,7 @@ private:
 
     std::mutex engine_lock_;
     std::unique_ptr<Engine> engine_;
+    std::atomic<Engine*> engine_ptr_{nullptr};  // engine_, readable without engine_lock_
 
     std::unique_ptr<QpEndpoint> qp_endpoint_;  // last: its threads call into the members above
 };

@@ -4,13 +4,19 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <iterator>
 
 #include "emulator/emulator.h"
 #include "emulator/log.h"
 
 namespace iwemu {
+
+namespace {
+thread_local const Engine* t_engine = nullptr;  // set in the engine's own thread
+}  // namespace
 
 Engine::Engine(Emulator& emu) : emu_(emu)
 {
@@ -39,6 +45,17 @@ void Engine::stop()
     (void)ignored;
 }
 
+void Engine::join_until(std::chrono::steady_clock::time_point deadline)
+{
+    while (!exited_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!thread_.joinable()) return;
+    if (exited_.load(std::memory_order_acquire))
+        thread_.join();
+    else
+        thread_.detach();
+}
+
 int Engine::add(int fd, uint32_t qp_num)
 {
     epoll_event ev{};
@@ -63,13 +80,83 @@ int Engine::set_write_only(int fd, uint32_t qp_num)
     return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
 }
 
+int Engine::set_interest(int fd, uint32_t qp_num, bool readable, bool writable)
+{
+    epoll_event ev{};
+    ev.events = (readable ? EPOLLIN | EPOLLRDHUP : 0u) | (writable ? EPOLLOUT : 0u);
+    ev.data.u64 = qp_num;
+    return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
+}
+
 void Engine::remove(int fd)
 {
     epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
+void Engine::schedule_rx(uint32_t qp_num, Clock::time_point when)
+{
+    {
+        std::lock_guard<std::mutex> g(timers_lock_);
+        auto it = timers_.begin();
+        while (it != timers_.end() && it->qp_num != qp_num) ++it;
+        if (it == timers_.end()) {
+            timers_.push_back({qp_num, when});
+            timer_count_.store(timers_.size(), std::memory_order_release);
+        } else if (when < it->when) {
+            it->when = when;
+        } else {
+            return;  // an earlier run is already due
+        }
+    }
+    // The engine thread recomputes its epoll timeout before sleeping again.
+    if (t_engine == this) return;
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+}
+
+int Engine::next_timeout_ms(int idle_timeout_ms)
+{
+    if (timer_count_.load(std::memory_order_acquire) == 0) return idle_timeout_ms;
+    std::lock_guard<std::mutex> g(timers_lock_);
+    if (timers_.empty()) return idle_timeout_ms;
+    Clock::time_point first = timers_.front().when;
+    for (const RxTimer& t : timers_) first = std::min(first, t.when);
+    const auto now = Clock::now();
+    if (first <= now) return 0;
+    // Round up: waking a little late is fine, waking early just loops once more.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(first - now).count();
+    const int t = ms > 60000 ? 60000 : static_cast<int>(ms);
+    return idle_timeout_ms >= 0 && idle_timeout_ms < t ? idle_timeout_ms : t;
+}
+
+void Engine::fire_timers()
+{
+    if (timer_count_.load(std::memory_order_acquire) == 0) return;
+    // Take the due ones out first: rx_timer() may arm its QP's timer again.
+    uint32_t due[64];
+    size_t n = 0;
+    {
+        std::lock_guard<std::mutex> g(timers_lock_);
+        const auto now = Clock::now();
+        for (size_t i = 0; i < timers_.size() && n < std::size(due);) {
+            if (timers_[i].when <= now) {
+                due[n++] = timers_[i].qp_num;
+                timers_[i] = timers_.back();
+                timers_.pop_back();
+            } else {
+                ++i;
+            }
+        }
+        timer_count_.store(timers_.size(), std::memory_order_release);
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (std::shared_ptr<QueuePair> qp = emu_.find_qp(due[i])) qp->rx_timer();
+}
+
 void Engine::run()
 {
+    t_engine = this;
     constexpr int max_events = 64;
     epoll_event events[max_events];
     const bool busy = emu_.config().busy_poll;
@@ -78,6 +165,7 @@ void Engine::run()
     while (!stop_.load(std::memory_order_acquire)) {
         int timeout = -1;
         if (busy && std::chrono::steady_clock::now() - last_work < spin) timeout = 0;
+        timeout = next_timeout_ms(timeout);
         const int n = epoll_wait(epfd_, events, max_events, timeout);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -95,10 +183,16 @@ void Engine::run()
             // Look the QP up by number: a QP destroyed meanwhile is simply gone.
             std::shared_ptr<QueuePair> qp = emu_.find_qp(static_cast<uint32_t>(events[i].data.u64));
             if (!qp) continue;
-            if (events[i].events & EPOLLOUT) qp->tx_progress();
-            if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) qp->rx_progress();
+            const uint32_t ev = events[i].events;
+            if (ev & EPOLLOUT) qp->tx_progress();
+            if (ev & (EPOLLIN | EPOLLRDHUP))
+                qp->rx_progress();
+            else if (ev & (EPOLLHUP | EPOLLERR))
+                qp->rx_hangup();  // reported even without read interest (parked receiver)
         }
+        fire_timers();
     }
+    exited_.store(true, std::memory_order_release);
 }
 
 }  // namespace iwemu

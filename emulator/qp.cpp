@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
@@ -96,6 +97,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             state_.store(QpState::err);
             flush_locked();
             flush_rq();
+            if (rx_rnr_parked_) rx_rnr_kick();  // no receive can come any more: end the wait now
             (void)ev;
         }
         if (t.reset) {
@@ -107,6 +109,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             }
             rx_send_active_ = false;
             rx_dead_ = false;
+            rx_rnr_parked_ = false;
             for (auto& m : tx_msn_) m = 1;
             for (auto& m : rx_msn_) m = 1;
             terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
@@ -253,14 +256,19 @@ int QueuePair::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
         }
         return 0;
     }
-    std::lock_guard<std::mutex> g(rq_lock_);
-    for (size_t i = 0; i < n; ++i) {
-        if (int rc = rq_.push(wrs[i])) {
-            if (bad) *bad = i;
-            return rc;
+    int rc = 0;
+    bool kick = false;
+    {
+        std::lock_guard<std::mutex> g(rq_lock_);
+        for (size_t i = 0; i < n && rc == 0; ++i) {
+            if ((rc = rq_.push(wrs[i])) != 0 && bad) *bad = i;
         }
+        // The receiver is parked on a Send that found the queue empty.
+        kick = rq_rnr_waiter_ && rq_.count() > 0;
+        if (kick) rq_rnr_waiter_ = false;
     }
-    return 0;
+    if (kick) rx_rnr_kick();
+    return rc;
 }
 
 // ----------------------------------------------------------- connection ----
@@ -336,6 +344,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         rx_send_active_ = false;
         rx_write_len_ = 0;
         rx_write_open_ = false;
+        rx_rnr_parked_ = rx_read_paused_ = false;
         tx_stream_offset_ = 0;
         slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
         slot_sent_bytes_ = batch_bytes_ = 0;
@@ -458,6 +467,25 @@ void QueuePair::shutdown_for_destroy()
 {
     std::lock_guard<std::mutex> rg(rx_lock_);
     std::lock_guard<std::mutex> sg(sq_lock_);
+    shutdown_locked();
+}
+
+bool QueuePair::shutdown_at_exit(std::chrono::steady_clock::time_point deadline)
+{
+    // The thread exit() runs on may have been interrupted holding these.
+    std::unique_lock<std::mutex> rg(rx_lock_, std::defer_lock);
+    std::unique_lock<std::mutex> sg(sq_lock_, std::defer_lock);
+    while (!rg.try_lock() || !sg.try_lock()) {
+        if (rg.owns_lock()) rg.unlock();
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    shutdown_locked();
+    return true;
+}
+
+void QueuePair::shutdown_locked()
+{
     destroyed_ = true;
     // A clean stream (all FPDUs handed to TCP, no Terminate) ends with a FIN,
     // like siw releasing its socket: the peer still receives what was sent

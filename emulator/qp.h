@@ -20,6 +20,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,7 @@ struct QpCounters {
     std::atomic<uint64_t> tx_syscalls{0};
     std::atomic<uint64_t> rx_syscalls{0};
     std::atomic<uint64_t> rx_copied_bytes{0};  // payload octets that went through the staging buffer
+    std::atomic<uint64_t> rx_rnr_waits{0};     // Sends that found no receive posted and waited for one
 };
 
 // What the last Terminate (sent or received) said: tests and diagnostics.
@@ -123,8 +125,17 @@ public:
     void try_tx_progress();
     // Drive the send path (EPOLLOUT).
     void tx_progress();
+    // Engine timer (Engine::schedule_rx): a parked receiver's deadline, or
+    // the prompt re-run after a receive was posted for it.
+    void rx_timer();
+    // EPOLLHUP / EPOLLERR without EPOLLIN: the socket died while the receive
+    // path was parked (no read interest), or a plain hang-up.
+    void rx_hangup();
     // Detach from CQs/SRQ/engine and stop all processing (destroy_qp).
     void shutdown_for_destroy();
+    // The same at process exit, giving up at `deadline` (false) if the locks
+    // stay taken: exit() may run in a signal handler that interrupted their holder.
+    bool shutdown_at_exit(std::chrono::steady_clock::time_point deadline);
     int socket_fd() const { return fd_.load(std::memory_order_acquire); }
 
 private:
@@ -217,6 +228,12 @@ private:
     bool rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len);
     bool rx_place_read_response(const wire::DdpHeader& h, uint32_t len);
     bool rx_place_send(const wire::DdpHeader& h, uint32_t len);
+    // -- rx_rnr_wait.cpp: a Send that finds no receive posted parks the
+    // receive path (TCP back-pressure instead of IB's RNR NAK) for at most
+    // Config::rnr_wait_ms, then Terminates as without the wait.
+    bool rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen);
+    void rx_rnr_unpark();
+    void rx_rnr_kick();                       // a receive was posted for the parked receiver
     bool rx_handle_read_request();
     void rx_handle_terminate(uint32_t body_len);
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -233,6 +250,7 @@ private:
     size_t build_rtr_locked(RtrType type);
     void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
     void flush_rq();                          // rx_lock_ held
+    void shutdown_locked();                   // rx_lock_ + sq_lock_ held: shutdown_for_destroy
     void close_socket_locked(bool abortive);
     void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
     void emit_connection_event(QpConnectionEvent ev);
@@ -339,6 +357,11 @@ private:
     WcStatus rx_wqe_status_ = WcStatus::success;  // set when the message in progress failed locally
     uint64_t rx_send_placed_ = 0;
     bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR
+    // Parked on the header of a Send with no receive posted (rx_rnr_wait.cpp).
+    bool rx_rnr_parked_ = false;
+    std::chrono::steady_clock::time_point rx_rnr_deadline_{};
+    bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
+    bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (set_epollout_locked)
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     // RFC 7306 (immediate_data.cpp)
     bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted

@@ -169,6 +169,9 @@ void QueuePair::rx_locked()
     if (rq_flush_pending_.exchange(false)) flush_rq();
     const int fd = fd_.load(std::memory_order_acquire);
     if (fd < 0 || peer_fin_.load(std::memory_order_relaxed)) return;
+    // Parked on a Send header: retry its placement (a receive may be posted
+    // now, or the wait is over) before reading anything more.
+    if (rx_rnr_parked_ && !rx_place_send(rx_hdr_, rx_plen_)) return;
     // Bounded work per call: at most rx_read_budget socket reads, so the
     // engine serves other QPs in between (fairness).  Octets already in the
     // staging buffer are always processed before returning: level-triggered
@@ -401,20 +404,21 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         return true;
     }
     if (!rx_send_active_) {
+        // With the RNR wait on, an empty queue registers us (under the
+        // queue's lock, so no post can slip between) for a kick on the next post.
+        const bool wait = emu_.config().rnr_wait_ms > 0;
         bool have;
         if (srq_) {
-            have = srq_->take(&rx_wqe_);
+            have = srq_->take(&rx_wqe_, wait ? std::optional<uint32_t>(qp_num_) : std::nullopt);
         } else {
             std::lock_guard<std::mutex> g(rq_lock_);
             have = rq_.pop(&rx_wqe_);
+            if (!have && wait) rq_rnr_waiter_ = true;
         }
-        if (!have) {
-            // iWARP has no RNR retry: a Send without a posted receive kills
-            // the stream (RFC 5041 §7.1 note, DDP-029).
-            rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, ulen, AsyncEventType::qp_fatal,
-                    WcStatus::success);
-            return false;
-        }
+        // iWARP has no RNR retry: a Send without a posted receive kills the
+        // stream (RFC 5041 §7.1 note, DDP-029), after the bounded wait.
+        if (!have) return rx_rnr_wait(offending, ulen);
+        if (rx_rnr_parked_) rx_rnr_unpark();
         rx_send_active_ = true;
         rx_send_placed_ = 0;
         rx_wqe_status_ = WcStatus::success;

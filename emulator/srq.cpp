@@ -1,8 +1,10 @@
 #include "emulator/srq.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "emulator/emulator.h"
+#include "emulator/engine.h"
 
 namespace iwemu {
 
@@ -16,13 +18,17 @@ SharedReceiveQueue::SharedReceiveQueue(Emulator& emu, ProtectionDomain* pd, uint
 int SharedReceiveQueue::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
 {
     std::lock_guard<std::mutex> g(lock_);
-    for (size_t i = 0; i < n; ++i) {
-        if (int rc = ring_.push(wrs[i])) {
-            if (bad) *bad = i;
-            return rc;
-        }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; ++i) {
+        if ((rc = ring_.push(wrs[i])) != 0 && bad) *bad = i;
     }
-    return 0;
+    if (!waiters_.empty() && ring_.count() > 0) {
+        // Receivers parked on the empty SRQ: let the engine resume them.
+        const auto now = Engine::Clock::now();
+        for (uint32_t qpn : waiters_) emu_.engine().schedule_rx(qpn, now);
+        waiters_.clear();
+    }
+    return rc;
 }
 
 int SharedReceiveQueue::modify(const SrqAttr& attr, uint32_t mask)
@@ -46,12 +52,16 @@ int SharedReceiveQueue::query(SrqAttr* attr) const
     return 0;
 }
 
-bool SharedReceiveQueue::take(RecvWqe* out)
+bool SharedReceiveQueue::take(RecvWqe* out, std::optional<uint32_t> waiter)
 {
     bool fire = false;
     {
         std::lock_guard<std::mutex> g(lock_);
-        if (!ring_.pop(out)) return false;
+        if (!ring_.pop(out)) {
+            if (waiter && std::find(waiters_.begin(), waiters_.end(), *waiter) == waiters_.end())
+                waiters_.push_back(*waiter);
+            return false;
+        }
         // The limit event fires once when the queue drops below the limit,
         // then the limit disarms (IB spec 11.5.2.2, as siw).
         if (limit_ != 0 && ring_.count() < limit_) {

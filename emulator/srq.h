@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "emulator/recv_queue.h"
@@ -32,7 +33,8 @@ public:
 
     // -- emulator internals ------------------------------------------------
     // Take the oldest WQE (false if empty); may raise the limit event.
-    bool take(RecvWqe* out);
+    // `waiter`: the QP parked on an empty SRQ (RNR wait), kicked by the next post.
+    bool take(RecvWqe* out, std::optional<uint32_t> waiter = std::nullopt);
     std::atomic<uint32_t> users{0};  // QPs attached (destroy_srq: EBUSY)
 
 private:
@@ -41,6 +43,7 @@ private:
     mutable std::mutex lock_;
     RecvRing ring_;
     uint32_t limit_ = 0;
+    std::vector<uint32_t> waiters_;  // qp_num of QPs parked on the empty SRQ
 };
 
 }  // namespace iwemu

@@ -65,6 +65,8 @@ void QueuePair::set_epollout_locked(bool on)
     if (fd < 0) return;
     if (peer_fin_.load(std::memory_order_relaxed))
         emu_.engine().set_write_only(fd, qp_num_);  // EOF already read: EPOLLIN would spin
+    else if (rx_read_paused_)
+        emu_.engine().set_interest(fd, qp_num_, false, on);  // receive path parked (rx_rnr_wait.cpp)
     else
         emu_.engine().set_writable_interest(fd, qp_num_, on);
     epollout_ = on;

@@ -136,7 +136,9 @@ TEST(ErrorPath, SendLongerThanReceiveBuffer)
 
 TEST(ErrorPath, SendToEmptyReceiveQueue)
 {
-    LoopbackPair p;
+    PairOptions o;
+    o.config.rnr_wait_ms = 0;  // siw's behaviour; the wait itself: rnr_wait_test.cpp
+    LoopbackPair p(o);
     Bufs b(p);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 10, b.smr, 1), 0);
     expect_terminate(*p.b, *p.a, code(1, 2, 0x02), AsyncEventType::qp_fatal);

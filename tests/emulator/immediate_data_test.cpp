@@ -218,7 +218,9 @@ TEST(WriteWithImmOrdering, ConsumesSharedReceiveQueueWqes)
 // the Data Sink, both QPs in ERR, later work flushed on both sides.
 TEST(WriteWithImmErrors, NoReceivePostedTerminatesAndFlushes)
 {
-    LoopbackPair p;
+    PairOptions o;
+    o.config.rnr_wait_ms = 0;  // siw's behaviour: no RNR wait (rnr_wait_test.cpp)
+    LoopbackPair p(o);
     std::vector<uint8_t> src(128), dst(128);
     auto* smr = p.a->reg(src.data(), 128);
     auto* dmr = p.b->reg(dst.data(), 128);
@@ -253,6 +255,38 @@ TEST(WriteWithImmErrors, NoReceivePostedTerminatesAndFlushes)
     EXPECT_EQ(f[0].wr_id, 10u);
     EXPECT_EQ(f[0].status, WcStatus::wr_flush_err);
     EXPECT_EQ(f[0].opcode, WcOpcode::rdma_write);
+}
+
+// With the RNR wait (default), Immediate Data that finds no receive parks
+// the receiver like a Send does; a receive posted later completes it.
+TEST(WriteWithImmErrors, NoReceivePostedYetWaitsForOne)
+{
+    PairOptions o;
+    o.config.rnr_wait_ms = 10000;
+    LoopbackPair p(o);
+    std::vector<uint8_t> src(4096), dst(4096), rbuf(16);
+    fill_pattern(src, 11);
+    auto* smr = p.a->reg(src.data(), src.size());
+    auto* dmr = p.b->reg(dst.data(), dst.size());
+    auto* rmr = p.b->reg(rbuf.data(), rbuf.size());
+    ASSERT_EQ(post_write_imm(*p.a, src.data(), 4096, smr, 1, dst.data(), dmr, 0x77), 0);
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (p.b->qp->counters().rx_rnr_waits.load() == 0 && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(p.b->qp->counters().rx_rnr_waits.load(), 1u);
+    std::this_thread::sleep_for(100ms);  // parked, not failed
+    EXPECT_EQ(p.b->qp->state(), QpState::rts);
+    EXPECT_TRUE(p.b->wait(p.b->rcq, 1, 10ms).empty());
+    ASSERT_EQ(p.b->post_recv(rbuf.data(), 16, rmr, 5), 0);
+    const auto r = p.b->wait(p.b->rcq, 1, 5s);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].wr_id, 5u);
+    EXPECT_EQ(r[0].status, WcStatus::success);
+    EXPECT_EQ(r[0].opcode, WcOpcode::recv_rdma_with_imm);
+    EXPECT_EQ(r[0].imm_data_or_inv_rkey, 0x77u);
+    EXPECT_EQ(r[0].byte_len, 4096u);
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(p.b->qp->state(), QpState::rts);
 }
 
 TEST(WriteWithImmErrors, SendWithImmStaysUnsupported)

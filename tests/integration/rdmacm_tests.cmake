@@ -53,11 +53,12 @@ endforeach()
 # Issue 4's matrix: each benchmark at 2 B, 4 KiB and 64 KiB; one -a sweep of
 # each bw test (2 B .. 8 MiB, so few iterations); ib_write_bw over four QPs.
 # Not here: ib_write_lat -e, refused by perftest's own parser ("Events
-# feature not available on WRITE verb"); ib_send_bw -e, which deadlocks in
-# perftest about one run in three: on iWARP the receiver returns send credits
-# by RDMA Write, which completes nothing at the sender, so a client that has
-# run out of credits and sleeps in ibv_get_cq_event with no signaled Send
-# outstanding is never woken (the server then waits for the last message).
+# feature not available on WRITE verb").  ib_send_bw -e with equal arguments
+# deadlocks in perftest about one run in three: on iWARP the receiver returns
+# send credits by RDMA Write, which completes nothing at the sender, so a
+# client that has run out of credits and sleeps in ibv_get_cq_event with no
+# signaled Send outstanding is never woken; it runs below with a client
+# window those credits never close (rdmacm_send_bw_events.sh).
 foreach(bench ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat)
   foreach(size 2 4096 65536)
     iwemu_rdmacm_test(perftest_${bench}_s${size}
@@ -74,16 +75,26 @@ iwemu_rdmacm_test(perftest_ib_send_bw_nonloopback
   ${RDMACM_HERE}/rdmacm_perftest.sh $<TARGET_FILE:iwemu_run> ib_send_bw nonloopback -n 500)
 
 # qperf -cm1: the server forks a child per test, which binds port 0 and
-# publishes the port before rdma_listen.  Not here: rc_bw streams Sends with
-# no flow control (a Send completion on iWARP only means "handed to TCP", so
-# the client can outrun the server's reposting: Terminate 1/2/0x02, about one
-# run in five), and rc_rdma_write_bw/lat post Write with Immediate, which
-# RDMAP (RFC 5040) does not have.
+# publishes the port before rdma_listen.  rc_bw and the rc_rdma_write_*
+# tests (Write with Immediate) are registered on their own below.
 iwemu_rdmacm_test(qperf ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1
   rc_lat rc_rdma_read_lat rc_rdma_write_poll_lat)
 iwemu_rdmacm_test(qperf_rc_rdma_read_bw
   ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_read_bw)
+
+# qperf -cm1 rc_bw streams Sends with no flow control, relying on IB's RNR
+# retry; iwemu's RNR wait (a Send that finds no receive stalls the stream
+# until one is posted, docs/limits.md) makes it run.
+iwemu_rdmacm_test(qperf_rc_bw
+  ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_bw)
+# ib_send_bw -e (completion events): see the script for perftest's credit deadlock.
+iwemu_rdmacm_test(perftest_ib_send_bw_events
+  ${RDMACM_HERE}/rdmacm_send_bw_events.sh $<TARGET_FILE:iwemu_run>)
 # RFC 7306 Immediate Data: qperf's RDMA Write latency test posts Write with
 # Immediate, answered with a receive completion (docs/limits.md).
 iwemu_rdmacm_test(qperf_rc_rdma_write_lat
   ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_lat)
+# ... and its bandwidth test streams them like rc_bw streams Sends: it needs
+# the RNR wait too (each Immediate Data consumes a receive).
+iwemu_rdmacm_test(qperf_rc_rdma_write_bw
+  ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_bw)

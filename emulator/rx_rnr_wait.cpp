@@ -1,0 +1,123 @@
+// The RNR wait: a Send that finds no receive posted (RQ or SRQ) parks the
+// receive path of its QP instead of killing the stream at once.
+//
+// iWARP has no RNR NAK (RFC 5041 §7.1: an untagged message with no buffer
+// is a fatal error, Terminate DDP 1/2/0x02, which is what Linux siw sends
+// at once).  Applications written for InfiniBand (qperf rc_bw, ...) stream
+// Sends with no flow control and rely on the RNR retry.  Here the receiver
+// simply stops reading its TCP socket at the header of that Send: nothing
+// is placed and nothing more is consumed, TCP's window closes and the
+// sender stalls, exactly as if the receiver were slow.  The wire stays
+// standard iWARP.  A post to the queue resumes the receiver; if none comes
+// within Config::rnr_wait_ms the Terminate goes out as it always did
+// (rnr_wait_ms = 0: siw's behaviour, no wait at all).
+//
+// Parked state (rx_lock_): rx_rnr_parked_ and rx_rnr_deadline_; the segment
+// header is still in rx_hdr_ / rx_control_ and the receiver machine stands
+// before its payload.  Wake-ups:
+//   * post_recv / SRQ post: the queue's lock orders the failed take that
+//     registered us against the post that sees the registration; the post
+//     asks the engine to run rx_timer() now (no syscall when nobody waits);
+//   * the engine timer at the deadline (Engine::schedule_rx);
+//   * any poll_cq that drives this QP's receive path meanwhile.
+// While parked the engine has no read interest in the socket (level-
+// triggered EPOLLIN would spin); hang-ups still arrive (rx_hangup).
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "emulator/emulator.h"
+#include "emulator/engine.h"
+#include "emulator/log.h"
+#include "emulator/qp.h"
+
+namespace iwemu {
+
+// rx_lock_ held; the queue was found empty.  Returns false: stop receiving
+// (parked, or failed with the Terminate).
+bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
+{
+    const auto now = std::chrono::steady_clock::now();
+    const QpState st = state_.load(std::memory_order_acquire);
+    const bool may_wait = emu_.config().rnr_wait_ms > 0 && (st == QpState::rts || st == QpState::sqd);
+    if (!rx_rnr_parked_ && may_wait) {
+        rx_rnr_parked_ = true;
+        rx_rnr_deadline_ = now + std::chrono::milliseconds(emu_.config().rnr_wait_ms);
+        counters_.rx_rnr_waits.fetch_add(1, std::memory_order_relaxed);
+        IWEMU_LOG(debug, "qp %u: Send MSN %u found no receive: waiting up to %u ms", qp_num_, rx_hdr_.msn,
+                  emu_.config().rnr_wait_ms);
+        {
+            std::lock_guard<std::mutex> g(sq_lock_);
+            rx_read_paused_ = true;
+            const int fd = fd_.load(std::memory_order_relaxed);
+            if (fd >= 0 && !peer_fin_.load(std::memory_order_relaxed))
+                emu_.engine().set_interest(fd, qp_num_, false, epollout_);
+        }
+        emu_.engine().schedule_rx(qp_num_, rx_rnr_deadline_);
+        return false;
+    }
+    if (rx_rnr_parked_ && may_wait && now < rx_rnr_deadline_) return false;  // keep waiting
+    if (rx_rnr_parked_) {
+        IWEMU_LOG(info, "qp %u: no receive posted within %u ms", qp_num_, emu_.config().rnr_wait_ms);
+        rx_rnr_unpark();
+    }
+    wire::TerminateCode code{wire::TerminateLayer::ddp, wire::etype::ddp_untagged_buffer,
+                             wire::ecode::ddp_untagged_invalid_msn_no_buffer};
+    rx_fail(code, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
+    return false;
+}
+
+// rx_lock_ held: read the socket again.
+void QueuePair::rx_rnr_unpark()
+{
+    rx_rnr_parked_ = false;
+    std::lock_guard<std::mutex> g(sq_lock_);
+    rx_read_paused_ = false;
+    const int fd = fd_.load(std::memory_order_relaxed);
+    if (fd < 0) return;
+    if (peer_fin_.load(std::memory_order_relaxed))
+        emu_.engine().set_write_only(fd, qp_num_);
+    else
+        emu_.engine().set_interest(fd, qp_num_, true, epollout_);
+}
+
+// Any context (no rx_lock_ needed): the engine re-runs the receive path.
+void QueuePair::rx_rnr_kick()
+{
+    emu_.engine().schedule_rx(qp_num_, Engine::Clock::now());
+}
+
+void QueuePair::rx_timer()
+{
+    {
+        std::lock_guard<std::mutex> g(rx_lock_);
+        rx_locked();
+        // Still parked (the kick lost the race for an SRQ receive, or the
+        // deadline is not reached): keep the deadline armed.
+        if (rx_rnr_parked_ && fd_.load(std::memory_order_acquire) >= 0 && !destroyed_)
+            emu_.engine().schedule_rx(qp_num_, rx_rnr_deadline_);
+    }
+    drain_deferred();
+}
+
+void QueuePair::rx_hangup()
+{
+    {
+        std::lock_guard<std::mutex> g(rx_lock_);
+        const int fd = fd_.load(std::memory_order_acquire);
+        if (rx_rnr_parked_ && fd >= 0) {
+            // The stream ended behind the parked Send (RST, or both FINs):
+            // nothing of it can be delivered any more.
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            rx_rnr_unpark();
+            rx_connection_lost(err);
+        } else {
+            rx_locked();
+        }
+    }
+    drain_deferred();
+}
+
+}  // namespace iwemu
