@@ -205,7 +205,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
         w.remote_addr = wr.remote_addr;
         w.rkey = wr.rkey;
         w.inv_rkey = wr.invalidate_rkey;
-        w.imm_data = wr.imm_data;
+        if (wr.opcode == WrOpcode::rdma_write_with_imm) w.imm_data = wr.imm_data;
         w.length = total;
         w.phase = WqePhase::queued;
         w.status = WcStatus::success;

@@ -150,12 +150,14 @@ private:
         uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
         uint64_t remote_addr = 0;
         uint32_t rkey = 0;
-        uint32_t inv_rkey = 0;
+        union {                      // never both: imm adds no octet to the WQE
+            uint32_t inv_rkey = 0;   // send_with_inv, local_inv
+            uint32_t imm_data;       // rdma_write_with_imm: host order (immediate_data.cpp)
+        };
         uint64_t length = 0;
         WqePhase phase = WqePhase::queued;
         WcStatus status = WcStatus::success;
         uint64_t placed = 0;         // Read: Read Response octets placed
-        uint32_t imm_data = 0;       // rdma_write_with_imm: host order (immediate_data.cpp)
     };
 
     // One inbound Read Request the responder's TX answers (RFC 5040 §5.2).
