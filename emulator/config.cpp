@@ -65,6 +65,7 @@ constexpr Key keys[] = {
     {"rnr_wait_ms", "IWEMU_RNR_WAIT_MS"},
     {"ird", "IWEMU_IRD"},
     {"ord", "IWEMU_ORD"},
+    {"rfc7306", "IWEMU_RFC7306"},
     {"busy_poll", "IWEMU_BUSY_POLL"},
     {"busy_poll_us", "IWEMU_BUSY_POLL_US"},
     {"poll_progress", "IWEMU_POLL_PROGRESS"},
@@ -89,6 +90,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "rnr_wait_ms") ok = parse_u32(value, 0, 600000, &rnr_wait_ms);
     else if (key == "ird") { ok = parse_u32(value, 0, 128, &n); if (ok) ird = static_cast<uint16_t>(n); }
     else if (key == "ord") { ok = parse_u32(value, 0, 128, &n); if (ok) ord = static_cast<uint16_t>(n); }
+    else if (key == "rfc7306") ok = parse_bool(value, &rfc7306);
     else if (key == "busy_poll") ok = parse_bool(value, &busy_poll);
     else if (key == "busy_poll_us") ok = parse_u32(value, 0, 1000000, &busy_poll_us);
     else if (key == "poll_progress") ok = parse_bool(value, &rx_progress_on_poll);

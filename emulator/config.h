@@ -29,6 +29,7 @@ struct Config {
     uint32_t rnr_wait_ms = 3000;
     uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
     uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
+    bool rfc7306 = true;             // IWEMU_RFC7306: Immediate Data (Write with Immediate) sent and accepted
     // Engine
     bool busy_poll = false;          // IWEMU_BUSY_POLL: engine thread spins instead of sleeping
     uint32_t busy_poll_us = 50;      // IWEMU_BUSY_POLL_US: spin budget before sleeping in epoll

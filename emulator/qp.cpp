@@ -44,6 +44,7 @@ QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const
     rx_staging_.resize(rx_staging_size);
     ord_ = emu.config().ord;
     ird_ = emu.config().ird;
+    rfc7306_ = emu.config().rfc7306;
 }
 
 QueuePair::~QueuePair()
@@ -166,7 +167,12 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
         case WrOpcode::rdma_write:
         case WrOpcode::rdma_read:
         case WrOpcode::local_inv: break;
-        default: rc = EOPNOTSUPP;  // atomics, *_with_imm, bind_mw: RFC 7306 is off
+        case WrOpcode::rdma_write_with_imm:  // RDMA Write + RFC 7306 Immediate Data
+            if (!rfc7306_) rc = EOPNOTSUPP;
+            break;
+        // Atomics (RFC 7306 §5) are not implemented; send_with_imm has no RFC
+        // 7306 form that consumes one receive WQE (docs/limits.md); bind_mw.
+        default: rc = EOPNOTSUPP;
         }
         if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
         if (!rc && wr.num_sge && !wr.sg_list) rc = EINVAL;
@@ -185,7 +191,8 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
             Completion c;
             c.wr_id = wr.wr_id;
             c.status = WcStatus::wr_flush_err;
-            c.opcode = wr.opcode == WrOpcode::rdma_write ? WcOpcode::rdma_write
+            c.opcode = wr.opcode == WrOpcode::rdma_write || wr.opcode == WrOpcode::rdma_write_with_imm
+                           ? WcOpcode::rdma_write
                        : wr.opcode == WrOpcode::rdma_read ? WcOpcode::rdma_read
                        : wr.opcode == WrOpcode::local_inv ? WcOpcode::local_inv
                                                           : WcOpcode::send;
@@ -200,6 +207,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
         w.remote_addr = wr.remote_addr;
         w.rkey = wr.rkey;
         w.inv_rkey = wr.invalidate_rkey;
+        if (wr.opcode == WrOpcode::rdma_write_with_imm) w.imm_data = wr.imm_data;
         w.length = total;
         w.phase = WqePhase::queued;
         w.status = WcStatus::success;
@@ -337,6 +345,8 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         rx_pos_ = rx_end_ = 0;
         rx_dead_ = false;
         rx_send_active_ = false;
+        rx_write_len_ = 0;
+        rx_write_open_ = false;
         rx_rnr_parked_ = rx_read_paused_ = false;
         tx_stream_offset_ = 0;
         slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
@@ -516,6 +526,7 @@ void QueuePair::complete(CompletionQueue* cq, const Completion& c, bool solicite
 static WcOpcode wc_opcode_of(WrOpcode op)
 {
     switch (op) {
+    case WrOpcode::rdma_write_with_imm:  // IB reports IBV_WC_RDMA_WRITE for it too
     case WrOpcode::rdma_write: return WcOpcode::rdma_write;
     case WrOpcode::rdma_read: return WcOpcode::rdma_read;
     case WrOpcode::local_inv: return WcOpcode::local_inv;

@@ -109,7 +109,8 @@ public:
     // index of the first WR not posted in *bad:
     //   EINVAL  too many SGEs, inline too long, bad opcode flags
     //   ENOMEM  queue full (as siw)
-    //   EOPNOTSUPP  atomics, *_with_imm, bind_mw (RFC 7306 off)
+    //   EOPNOTSUPP  atomics, send_with_imm, bind_mw; rdma_write_with_imm
+    //               when RFC 7306 is off (config rfc7306)
     //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS)
     // In ERR every WR completes at once with wr_flush_err.  Never allocates.
     int post_send(const SendWr* wrs, size_t n, size_t* bad);
@@ -173,7 +174,10 @@ private:
         uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
         uint64_t remote_addr = 0;
         uint32_t rkey = 0;
-        uint32_t inv_rkey = 0;
+        union {                      // never both: imm adds no octet to the WQE
+            uint32_t inv_rkey = 0;   // send_with_inv, local_inv
+            uint32_t imm_data;       // rdma_write_with_imm: host order (immediate_data.cpp)
+        };
         uint64_t length = 0;
         WqePhase phase = WqePhase::queued;
         WcStatus status = WcStatus::success;
@@ -238,6 +242,14 @@ private:
                        std::span<const uint8_t>* out, int max) const;
     void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                                 std::optional<uint16_t> seg_len);
+
+    // -- immediate_data.cpp (RFC 7306 Immediate Data: Write with Immediate)
+    bool tx_build_immediate_data_locked(SendWqe& w);  // the Immediate Data after w's RDMA Write
+    // rx_place_send checked MSN and took the receive WQE (as for a Send):
+    bool rx_accept_immediate_data();                  // segment header: collect the 8 octets
+    bool rx_reject_immediate_data_inside_send();      // a multi-segment Send still incomplete
+    void rx_deliver_immediate_data();                 // segment end: the receive completion
+    void rx_count_write_octets(uint32_t len, bool last);  // byte_len of the next Immediate Data
 
     // -- rx_engine.cpp
     void rx_locked();                         // rx_lock_ held
@@ -333,6 +345,7 @@ private:
     // TX message in progress + batch
     TxMessage tx_msg_ = TxMessage::none;
     uint64_t tx_offset_ = 0;          // payload octets of the current message already framed
+    bool tx_imm_next_ = false;        // rdma_write_with_imm: Write framed, Immediate Data next
     std::array<TxSlot, tx_slots> slots_{};
     size_t slot_first_ = 0, slot_count_ = 0;
     std::array<iovec, tx_iov_capacity> iov_;  // not zeroed (16 KiB): only [iov_first_, +iov_count_) is ever read
@@ -386,6 +399,10 @@ private:
     bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (set_epollout_locked)
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
+    // RFC 7306 (immediate_data.cpp)
+    bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted
+    uint64_t rx_write_len_ = 0;        // octets of the latest inbound RDMA Write message
+    bool rx_write_open_ = false;       // its last segment (L = 1) not seen yet
 
     QpCounters counters_;
     friend class Emulator;

@@ -308,7 +308,7 @@ bool QueuePair::rx_on_segment_header()
     rx_target_ = RxTarget::none;
     rx_dest_count_ = 0;
     const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
-    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen)) {
+    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_})) {
         rx_fail(*err, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
@@ -322,7 +322,9 @@ bool QueuePair::rx_on_segment_header()
     case wire::RdmapOpcode::send:
     case wire::RdmapOpcode::send_with_invalidate:
     case wire::RdmapOpcode::send_with_se:
-    case wire::RdmapOpcode::send_with_se_and_invalidate: return rx_place_send(rx_hdr_, plen);
+    case wire::RdmapOpcode::send_with_se_and_invalidate:
+    case wire::RdmapOpcode::immediate_data:  // RFC 7306: a QN-0 message too (immediate_data.cpp)
+    case wire::RdmapOpcode::immediate_data_with_se: return rx_place_send(rx_hdr_, plen);
     case wire::RdmapOpcode::rdma_read_request:
         if (rx_hdr_.msn != rx_msn_[1]) {
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
@@ -415,6 +417,8 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
 {
     const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
     const uint16_t ulen = rx_ulen_;
+    const bool immediate = wire::rdmap_opcode_is_immediate_data(rx_opcode_);
+    if (immediate && rx_send_active_) return rx_reject_immediate_data_inside_send();
     if (h.msn != rx_msn_[0]) {
         rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);
@@ -451,6 +455,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
             return false;
         }
     }
+    if (immediate) return rx_accept_immediate_data();  // WQE taken; its 8 octets are no Send payload
     if (h.mo != rx_send_placed_) {
         rx_fail(ddp_untagged(ec::ddp_untagged_invalid_mo), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);
@@ -494,7 +499,9 @@ bool QueuePair::rx_on_segment_end()
     bool ok = true;
 
     switch (static_cast<wire::RdmapOpcode>(rx_opcode_)) {
-    case wire::RdmapOpcode::rdma_write: break;
+    case wire::RdmapOpcode::rdma_write: rx_count_write_octets(plen, rx_hdr_.control.last); break;
+    case wire::RdmapOpcode::immediate_data:
+    case wire::RdmapOpcode::immediate_data_with_se: rx_deliver_immediate_data(); break;
     case wire::RdmapOpcode::rdma_read_response: {
         std::lock_guard<std::mutex> g(sq_lock_);
         if (absorb) {

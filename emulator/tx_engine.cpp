@@ -195,8 +195,10 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         }
         tx_msg_ = TxMessage::sq;
         tx_offset_ = 0;
+        tx_imm_next_ = false;
         w.phase = WqePhase::sending;
     }
+    if (tx_imm_next_) return tx_build_immediate_data_locked(w);
 
     const uint64_t remaining = w.length - tx_offset_;
     switch (w.opcode) {
@@ -215,6 +217,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         break;
     }
     case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm:  // the Write part, even zero-length (immediate_data.cpp)
         seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, mulpdu_ - wire::ddp_tagged_header_size));
         h.control = {true, tx_offset_ + seg == w.length, 0, wire::ddp_version};
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_write);
@@ -251,11 +254,17 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         }
     }
     const bool last = w.opcode == WrOpcode::rdma_read || tx_offset_ + seg == w.length;
+    // Write with Immediate completes with its Immediate Data, not its Write.
+    const bool imm_follows = w.opcode == WrOpcode::rdma_write_with_imm;
     if (!tx_add_fpdu_locked({hdr, hlen}, {slices, static_cast<size_t>(nslices)},
-                            last ? TxSlot::Action::sq_sent : TxSlot::Action::none, index))
+                            last && !imm_follows ? TxSlot::Action::sq_sent : TxSlot::Action::none, index))
         return false;
     counters_.tx_bytes.fetch_add(seg, std::memory_order_relaxed);
     tx_offset_ += seg;
+    if (last && imm_follows) {
+        tx_imm_next_ = true;  // stays this SQ message: nothing gets between Write and Immediate Data
+        return true;
+    }
     if (last) {
         if (w.opcode == WrOpcode::rdma_read) {
             ++tx_msn_[1];

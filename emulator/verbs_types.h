@@ -162,7 +162,7 @@ struct SendWr {
     uint64_t remote_addr = 0;     // RDMA Write / Read: remote Tagged Offset
     uint32_t rkey = 0;            // RDMA Write / Read: remote STag
     uint32_t invalidate_rkey = 0; // send_with_inv: STag the peer invalidates; local_inv: local STag
-    uint32_t imm_data = 0;        // *_with_imm: refused (EOPNOTSUPP)
+    uint32_t imm_data = 0;        // rdma_write_with_imm, host order (send_with_imm: EOPNOTSUPP)
 };
 
 // == struct ibv_recv_wr

@@ -119,4 +119,11 @@ constexpr bool rdmap_opcode_carries_invalidate_stag(uint8_t opcode)
     return opcode == 0x4 || opcode == 0x6;
 }
 
+// RFC 7306 §6.2: Immediate Data (1000b) or Immediate Data with SE (1001b).
+constexpr bool rdmap_opcode_is_immediate_data(uint8_t opcode)
+{
+    return opcode == static_cast<uint8_t>(RdmapOpcode::immediate_data) ||
+           opcode == static_cast<uint8_t>(RdmapOpcode::immediate_data_with_se);
+}
+
 }  // namespace iwemu::wire

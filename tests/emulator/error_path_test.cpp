@@ -208,8 +208,9 @@ TEST(ErrorPath, Rfc7306RefusedLocally)
 {
     LoopbackPair p;
     Bufs b(p);
-    for (WrOpcode op : {WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add, WrOpcode::rdma_write_with_imm,
-                        WrOpcode::send_with_imm, WrOpcode::bind_mw}) {
+    // rdma_write_with_imm is RFC 7306 Immediate Data (immediate_data_test.cpp).
+    for (WrOpcode op : {WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add, WrOpcode::send_with_imm,
+                        WrOpcode::bind_mw}) {
         EXPECT_EQ(p.a->post_send(op, b.src.data(), 8, b.smr, 1, b.daddr(), b.dmr->rkey()), EOPNOTSUPP);
     }
     EXPECT_EQ(p.a->qp->state(), QpState::rts);
@@ -222,7 +223,7 @@ struct RawPeer {
     Side side{cfg};
     int raw = -1;
 
-    RawPeer(bool crc = true)
+    explicit RawPeer(bool crc = true, const Config& c = {}) : cfg(c)
     {
         auto [fa, fb] = tcp_pair();
         raw = fa;
@@ -277,9 +278,11 @@ std::vector<uint8_t> untagged_header(uint8_t opcode, uint32_t qn, uint32_t msn, 
     return h;
 }
 
-TEST(ErrorPathRaw, ImmediateDataAnsweredWithUnexpectedOpcode)
+TEST(ErrorPathRaw, ImmediateDataAnsweredWithUnexpectedOpcodeWhenRfc7306Off)
 {
-    RawPeer p;
+    Config off;
+    off.rfc7306 = false;
+    RawPeer p(true, off);
     auto h = untagged_header(0x8, 0, 1);
     uint8_t imm[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     h.insert(h.end(), imm, imm + 8);
@@ -290,6 +293,66 @@ TEST(ErrorPathRaw, ImmediateDataAnsweredWithUnexpectedOpcode)
     EXPECT_TRUE(t.control.d);
     ASSERT_TRUE(p.side.wait_state(QpState::err));
     EXPECT_TRUE(p.side.events.wait_async(AsyncEventType::qp_fatal));
+}
+
+// RFC 7306 on (default): octets 0..3 are the verbs immediate value, 4..7 ignored.
+TEST(ErrorPathRaw, ImmediateDataFromAPeerCompletesAReceive)
+{
+    RawPeer p;
+    ASSERT_EQ(p.side.post_recv(nullptr, 0, nullptr, 31), 0);
+    auto h = untagged_header(0x9, 0, 1);
+    const uint8_t imm[8] = {0xCA, 0xFE, 0xF0, 0x0D, 1, 2, 3, 4};
+    h.insert(h.end(), imm, imm + 8);
+    p.send_fpdu(h);
+    const auto r = p.side.wait(p.side.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].wr_id, 31u);
+    EXPECT_EQ(r[0].status, WcStatus::success);
+    EXPECT_EQ(r[0].opcode, WcOpcode::recv_rdma_with_imm);
+    EXPECT_EQ(r[0].wc_flags, wc_with_imm);
+    EXPECT_EQ(r[0].imm_data_or_inv_rkey, 0xCAFEF00Du);
+    EXPECT_EQ(r[0].byte_len, 0u);  // no RDMA Write preceded it
+    EXPECT_EQ(p.side.qp->state(), QpState::rts);
+}
+
+// EXT-002: the DDP message is exactly 8 octets, else 0/2/FF (decision 7).
+TEST(ErrorPathRaw, ImmediateDataOfWrongLengthAnsweredWithUnspecified)
+{
+    for (size_t len : {7u, 9u}) {
+        RawPeer p;
+        ASSERT_EQ(p.side.post_recv(nullptr, 0, nullptr, 1), 0);
+        auto h = untagged_header(0x8, 0, 1);
+        h.resize(18 + len);
+        p.send_fpdu(h);
+        std::vector<uint8_t> keep;
+        EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0xFF)) << len;
+        ASSERT_TRUE(p.side.wait_state(QpState::err));
+        const auto r = p.side.wait(p.side.rcq, 1);
+        ASSERT_EQ(r.size(), 1u);
+        EXPECT_EQ(r[0].status, WcStatus::wr_flush_err);
+    }
+}
+
+// Immediate Data on the wrong queue is a DDP error like any QN-0 message's.
+TEST(ErrorPathRaw, ImmediateDataWithWrongMsnOrQueue)
+{
+    {
+        RawPeer p;
+        ASSERT_EQ(p.side.post_recv(nullptr, 0, nullptr, 1), 0);
+        auto h = untagged_header(0x8, 0, 2);  // MSN 2 where 1 is expected
+        h.resize(26);
+        p.send_fpdu(h);
+        std::vector<uint8_t> keep;
+        EXPECT_EQ(p.read_terminate(keep).control.code, code(1, 2, 0x03));
+    }
+    {
+        RawPeer p;
+        auto h = untagged_header(0x8, 1, 1);  // QN 1
+        h.resize(26);
+        p.send_fpdu(h);
+        std::vector<uint8_t> keep;
+        EXPECT_EQ(p.read_terminate(keep).control.code, code(1, 2, 0x01));
+    }
 }
 
 TEST(ErrorPathRaw, AtomicRequestAnsweredWithUnexpectedOpcode)

@@ -75,11 +75,8 @@ iwemu_rdmacm_test(perftest_ib_send_bw_nonloopback
   ${RDMACM_HERE}/rdmacm_perftest.sh $<TARGET_FILE:iwemu_run> ib_send_bw nonloopback -n 500)
 
 # qperf -cm1: the server forks a child per test, which binds port 0 and
-# publishes the port before rdma_listen.  Not here: rc_bw streams Sends with
-# no flow control (a Send completion on iWARP only means "handed to TCP", so
-# the client can outrun the server's reposting: Terminate 1/2/0x02, about one
-# run in five), and rc_rdma_write_bw/lat post Write with Immediate, which
-# RDMAP (RFC 5040) does not have.
+# publishes the port before rdma_listen.  rc_bw and the rc_rdma_write_*
+# tests (Write with Immediate) are registered on their own below.
 iwemu_rdmacm_test(qperf ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1
   rc_lat rc_rdma_read_lat rc_rdma_write_poll_lat)
 iwemu_rdmacm_test(qperf_rc_rdma_read_bw
@@ -93,3 +90,11 @@ iwemu_rdmacm_test(qperf_rc_bw
 # ib_send_bw -e (completion events): see the script for perftest's credit deadlock.
 iwemu_rdmacm_test(perftest_ib_send_bw_events
   ${RDMACM_HERE}/rdmacm_send_bw_events.sh $<TARGET_FILE:iwemu_run>)
+# RFC 7306 Immediate Data: qperf's RDMA Write latency test posts Write with
+# Immediate, answered with a receive completion (docs/limits.md).
+iwemu_rdmacm_test(qperf_rc_rdma_write_lat
+  ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_lat)
+# ... and its bandwidth test streams them like rc_bw streams Sends: it needs
+# the RNR wait too (each Immediate Data consumes a receive).
+iwemu_rdmacm_test(qperf_rc_rdma_write_bw
+  ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_bw)

@@ -1,10 +1,11 @@
 // Two RC QPs in one process, connected through librdmacm over loopback
 // (both ends in this process, on separate event channels and contexts),
 // then the data verbs through the iwemu provider: SEND/RECV with two SGEs,
-// inline SEND, RDMA WRITE, RDMA READ, an unsignalled WR retired by a later
-// signalled one, completions awaited through completion channels, and the
-// WR fields (opcode, remote address, rkey, byte_len, wr_id) checked end to
-// end.  Then disconnect and destroy.  Every wait is bounded.
+// inline SEND, RDMA WRITE, RDMA READ, RDMA WRITE with immediate (RFC 7306),
+// an unsignalled WR retired by a later signalled one, completions awaited
+// through completion channels, and the WR fields (opcode, remote address,
+// rkey, byte_len, wr_id, imm_data) checked end to end.  Then disconnect and
+// destroy.  Every wait is bounded.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -226,6 +227,34 @@ int main()
     CHECK(next_wc(c, &wc) && wc.wr_id == 41 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ &&
           wc.byte_len == 8192);
     CHECK(std::memcmp(c.buf.data() + 32768, c.buf.data() + 8192, 8192) == 0);
+
+    // 4b. RDMA WRITE with immediate (RFC 7306 Immediate Data): the data lands,
+    //     one receive completes as RECV_RDMA_WITH_IMM with the __be32 value as
+    //     posted and byte_len = the Write's length; the send side sees RDMA_WRITE.
+    //     SEND with immediate has no RFC 7306 form: refused, nothing posted.
+    {
+        std::memset(c.buf.data() + 49152, 'M', 3000);
+        post_recv(s, 2003, 0, 0);
+        ibv_sge sge{reinterpret_cast<uintptr_t>(c.buf.data() + 49152), 3000, c.mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = 45;
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.imm_data = htonl(0xC0FFEE01);
+        wr.wr.rdma.remote_addr = s_base + 49152;
+        wr.wr.rdma.rkey = s.mr->rkey;
+        ibv_send_wr* bad = nullptr;
+        CHECK(ibv_post_send(c.id->qp, &wr, &bad) == 0);
+        CHECK(next_wc(c, &wc) && wc.wr_id == 45 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE);
+        CHECK(next_wc(s, &wc) && wc.wr_id == 2003 && wc.status == IBV_WC_SUCCESS &&
+              wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+              ntohl(wc.imm_data) == 0xC0FFEE01 && wc.byte_len == 3000);
+        CHECK(std::memcmp(s.buf.data() + 49152, c.buf.data() + 49152, 3000) == 0);
+        wr.opcode = IBV_WR_SEND_WITH_IMM;
+        CHECK(ibv_post_send(c.id->qp, &wr, &bad) == EOPNOTSUPP && bad == &wr);
+    }
 
     // 5. A WRITE with a wrong rkey: nothing is placed, the responder sends a
     //    Terminate and both QPs end in ERROR (the WRITE itself may already
