@@ -11,8 +11,8 @@ namespace iwemu::scale {
 
 // One send WQE: the WQE itself (wr_id, opcode, flags, remote address, rkey,
 // length, progress) plus its slice of the SGE array and of the inline buffer.
-inline constexpr size_t send_wqe_bytes = 80;
-inline constexpr size_t send_sge_bytes = 16;  // ibv_sge layout: addr, length, lkey
+inline constexpr size_t send_wqe_bytes = 88;
+inline constexpr size_t send_sge_bytes = 24;  // ibv_sge (addr, length, lkey) + its host address delta
 // One receive WQE: fixed size, room for recv_wqe_max_sge (16) SGEs.
 inline constexpr size_t recv_wqe_bytes = 280;
 // One CQ entry (the emulator's Completion, converted to ibv_wc when polled).
