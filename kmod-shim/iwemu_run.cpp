@@ -10,11 +10,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kmod-shim/sysfs_tree.h"
@@ -22,6 +24,13 @@
 // <bindir> -> <libdir>, relative (set by kmod-shim/CMakeLists.txt).
 #ifndef IWEMU_BIN_TO_LIBDIR
 #define IWEMU_BIN_TO_LIBDIR "../lib"
+#endif
+
+// Sanitized builds (cmake/sanitizers.cmake): the sanitizer runtime, preloaded
+// ahead of the shim because ASan must be the first object in the process and
+// the programs we run are not instrumented.
+#ifndef IWEMU_PRELOAD_FIRST
+#define IWEMU_PRELOAD_FIRST ""
 #endif
 
 namespace {
@@ -83,6 +92,23 @@ std::string join_env(const char* name, const std::string& first, char sep)
 {
     const char* old = std::getenv(name);
     return old && *old ? first + sep + old : first;
+}
+
+// LD_PRELOAD for the program: the shim ahead of what was there; in sanitized
+// builds the runtime ahead of both (once: a nested iwemu-run inherits it).
+std::string preload_list(const std::string& shim)
+{
+    const std::string_view first = IWEMU_PRELOAD_FIRST;
+    std::string_view old = std::getenv("LD_PRELOAD") ? std::getenv("LD_PRELOAD") : "";
+    std::string list;
+    if (!first.empty()) {
+        if (old.starts_with(first) && (old.size() == first.size() || old[first.size()] == ':'))
+            old.remove_prefix(std::min(old.size(), first.size() + 1));
+        list.append(first).append(":");
+    }
+    list += shim;
+    if (!old.empty()) list.append(":").append(old);
+    return list;
 }
 
 }  // namespace
@@ -165,7 +191,7 @@ int main(int argc, char** argv)
     const std::pair<const char*, std::string> env[] = {
         {"SYSFS_PATH", sysfs},
         {"IWEMU_PROVIDER", provider},
-        {"LD_PRELOAD", join_env("LD_PRELOAD", shim, ':')},
+        {"LD_PRELOAD", preload_list(shim)},
         // Fallback only: the shim registers the provider before libibverbs
         // matches devices, so this list is normally never consulted.
         {"RDMAV_DRIVERS", join_env("RDMAV_DRIVERS", drivers_stem, ':')},

@@ -67,7 +67,7 @@ uint8_t clamp_rd(uint16_t v) {
 
 void copy_private_data(const std::vector<uint8_t>& from, rdma_ucm_conn_param* to) {
     size_t n = std::min<size_t>(from.size(), RDMA_MAX_PRIVATE_DATA - 1);  // u8 length field
-    std::memcpy(to->private_data, from.data(), n);
+    if (n) std::memcpy(to->private_data, from.data(), n);  // data() of an empty vector may be null
     to->private_data_len = static_cast<uint8_t>(n);
 }
 

@@ -89,11 +89,13 @@ int destroy_qp(ibv_qp* ibqp)
     return 0;
 }
 
-void to_emu_attr(const ibv_qp_attr& a, QpAttr* out)
+// Fields outside the mask may be garbage (librdmacm's rdma_disconnect sets
+// qp_state only): an enum is loaded only when the mask names it.
+void to_emu_attr(const ibv_qp_attr& a, int mask, QpAttr* out)
 {
-    out->qp_state = static_cast<QpState>(a.qp_state);
-    out->cur_qp_state = static_cast<QpState>(a.cur_qp_state);
-    out->path_mtu = a.path_mtu;
+    if (mask & IBV_QP_STATE) out->qp_state = static_cast<QpState>(a.qp_state);
+    if (mask & IBV_QP_CUR_STATE) out->cur_qp_state = static_cast<QpState>(a.cur_qp_state);
+    if (mask & IBV_QP_PATH_MTU) out->path_mtu = a.path_mtu;
     out->qp_access_flags = a.qp_access_flags;
     out->cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
     out->pkey_index = a.pkey_index;
@@ -147,7 +149,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask)
         if (int err = QpEndpoint::check_peer(qp->qp_num(), local, remote, attr->dest_qp_num)) return err;
     }
     QpAttr a;
-    to_emu_attr(*attr, &a);
+    to_emu_attr(*attr, mask, &a);
     if (!oob) {
         const int err = qp->modify(a, static_cast<uint32_t>(mask));
         // RESET forgets the peer a modify_qp connect was given.

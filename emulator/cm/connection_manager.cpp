@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <cerrno>
@@ -868,7 +869,13 @@ int ConnectionManager::Loop::listen(const sockaddr* addr, socklen_t addr_len, in
     if (!handler || !id)
         return -EINVAL;
     sockaddr_storage where{};
-    const int fd = open_listener(addr, addr_len, backlog, &where);
+    // The rdma_cm backlog counts requests handed to the ULP (the caller keeps
+    // it); the kernel queue only holds handshakes until this loop accepts
+    // them.  Kept at least as deep as the half-open cap: a tiny one (rping
+    // asks for 3) drops a burst of SYNs, and clients then back off for
+    // seconds behind connections that will never send a Request.
+    const int tcp_backlog = std::max(backlog, static_cast<int>(settings_.max_half_open_per_listener));
+    const int fd = open_listener(addr, addr_len, tcp_backlog, &where);
     if (fd < 0)
         return fd;
     std::lock_guard lock(mu_);

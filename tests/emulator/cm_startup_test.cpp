@@ -1018,6 +1018,45 @@ TEST(CmRawPeer, HalfOpenCapPausesTheListenerUntilTheTimeoutFreesASlot)
     ::close(s2);
 }
 
+// rping listens with a backlog of 3.  The kernel queue behind the listener
+// must still take a burst of handshakes up to the half-open cap: a SYN it
+// drops is only retransmitted after 1 s (then 3 s, 7 s ...), so a burst of
+// silent clients would otherwise push a real one back by seconds.
+TEST(CmRawPeer, BurstOfConnectsUpToTheCapIsNotDroppedByATinyBacklog)
+{
+    EventLog log;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    const sockaddr_storage any = loopback();
+    sockaddr_storage addr{};
+    ASSERT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 1, log.handler(), &lid, &addr), 0);
+    constexpr int burst = 48;  // below the default cap of 64
+    std::vector<pollfd> fds;
+    for (int i = 0; i < burst; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        ASSERT_GE(fd, 0);
+        const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(sockaddr_in));
+        ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+        fds.push_back({fd, POLLOUT, 0});
+    }
+    // Well before the first SYN retransmission.
+    int established = 0;
+    const auto end = std::chrono::steady_clock::now() + 500ms;
+    while (established < burst && std::chrono::steady_clock::now() < end) {
+        ::poll(fds.data(), fds.size(), 20);
+        established = 0;
+        for (pollfd& p : fds) {
+            int err = -1;
+            socklen_t len = sizeof(err);
+            if ((p.revents & POLLOUT) && ::getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+                ++established;
+        }
+    }
+    EXPECT_EQ(established, burst);
+    for (pollfd& p : fds)
+        ::close(p.fd);
+}
+
 TEST(CmRawPeer, SilentResponderTimesTheInitiatorOut)
 {
     sockaddr_storage addr{};

@@ -283,9 +283,10 @@ void check_many_qps(Env& e)
     CHECK(post_send(e, a, 0, 4, 2) == 0);
     auto r = wait_wc(b, 1, std::chrono::seconds(5));
     CHECK(r.size() == 1 && r[0].status == IBV_WC_SUCCESS);
+    const uint32_t qpn_a = a.qp->qp_num, qpn_b = b.qp->qp_num;  // destroy() frees the ibv_qp
     for (auto& q : qps) destroy(q);
     std::printf("%d QPs on %zu endpoint ports; QPNs 0x%06x and 0x%06x connected\n", n, ports.size(),
-                a.qp->qp_num, b.qp->qp_num);
+                qpn_a, qpn_b);
 }
 
 }  // namespace
