@@ -233,6 +233,8 @@ private:
     void tx_retire_locked(TxSlot& slot);
     void sq_complete_in_order_locked();
     void set_epollout_locked(bool on);
+    // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_ and epollout_.
+    void apply_epoll_interest_locked();
     // Local SGEs name octets by their region's Tagged Offsets (iova), which
     // differ from host addresses for zero-based / reg_mr_iova regions:
     // local_sge_ok fills host_delta[i] = host address - iova for payload_slices.
@@ -396,7 +398,7 @@ private:
     bool rx_rnr_parked_ = false;
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
-    bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (set_epollout_locked)
+    bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (apply_epoll_interest_locked)
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
     // RFC 7306 (immediate_data.cpp)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "emulator/cm/oob_private_data.h"
 #include "emulator/emulator.h"
@@ -84,6 +85,21 @@ uint16_t port_of(const sockaddr_storage& s)
     if (s.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(s).sin_port);
     if (s.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(s).sin6_port);
     return 0;
+}
+
+// The CM's attach callback for a QP connected out of band: a peer's FIN
+// leaves posted receives pending, as on InfiniBand where a QP never sees its
+// peer's destroy (ConnectionParams::keep_rq_on_peer_close).  A QP destroyed
+// during MPA startup refuses the socket.
+std::function<int(cm::ConnectionId, const ConnectionParams&)> attach_ib_style(std::weak_ptr<QueuePair> weak)
+{
+    return [weak = std::move(weak)](cm::ConnectionId, const ConnectionParams& p) {
+        auto qp = weak.lock();
+        if (!qp) return -ENOENT;
+        ConnectionParams ib_style = p;
+        ib_style.keep_rq_on_peer_close = true;
+        return qp->attach_connection(ib_style);
+    };
 }
 
 }  // namespace
@@ -299,14 +315,7 @@ void QpEndpoint::start_connect_locked(uint32_t qpn, Link& link, Actions& act)
     args.private_data = pd;
     args.ird = cm_->settings().max_ird;
     args.ord = cm_->settings().max_ord;
-    std::weak_ptr<QueuePair> weak = link.qp;
-    args.endpoint.attach = [weak](cm::ConnectionId, const ConnectionParams& p) {
-        auto qp = weak.lock();
-        if (!qp) return -ENOENT;
-        ConnectionParams ib_style = p;
-        ib_style.keep_rq_on_peer_close = true;
-        return qp->attach_connection(ib_style);
-    };
+    args.endpoint.attach = attach_ib_style(link.qp);
     const uint64_t attempt = next_attempt_++;
     link.attempt = attempt;
     args.handler = [this, qpn, attempt](const cm::CmEvent& ev) { on_active_event(qpn, attempt, ev); };
@@ -326,14 +335,7 @@ bool QpEndpoint::accept_locked(uint32_t qpn, Link& link, cm::ConnectionId id, Ac
     cm::AcceptArgs args;
     args.ird = cm_->settings().max_ird;
     args.ord = cm_->settings().max_ord;
-    std::weak_ptr<QueuePair> weak = link.qp;
-    args.endpoint.attach = [weak](cm::ConnectionId, const ConnectionParams& p) {
-        auto qp = weak.lock();
-        if (!qp) return -ENOENT;
-        ConnectionParams ib_style = p;
-        ib_style.keep_rq_on_peer_close = true;
-        return qp->attach_connection(ib_style);
-    };
+    args.endpoint.attach = attach_ib_style(link.qp);
     if (int rc = cm_->accept(id, args); rc != 0) {
         IWEMU_LOG(warn, "qp %u: accept failed (%d)", qpn, rc);
         fail_locked(link, "accept", qpn, act);

@@ -220,12 +220,10 @@ void QueuePair::rx_locked()
                 if (!rx_handle_event(r.event)) return;
                 continue;
             }
-            if (rx_tx_kick_) {
+            if (std::exchange(rx_tx_kick_, false)) {
                 // Everything read so far is parsed: answer it now, not after
                 // the next read() (a Read Response must not wait for an EAGAIN).
-                rx_tx_kick_ = false;
-                std::lock_guard<std::mutex> g(sq_lock_);
-                tx_locked();
+                rx_kick_tx();
             }
             if (need.state == wire::FpduRxState::payload && rx_target_ == RxTarget::user && need.max_octets >= 256) {
                 // Straight into user memory, plus a look-ahead for the trailer

@@ -49,9 +49,7 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
         {
             std::lock_guard<std::mutex> g(sq_lock_);
             rx_read_paused_ = true;
-            const int fd = fd_.load(std::memory_order_relaxed);
-            if (fd >= 0 && !peer_fin_.load(std::memory_order_relaxed))
-                emu_.engine().set_interest(fd, qp_num_, false, epollout_);
+            apply_epoll_interest_locked();
         }
         emu_.engine().schedule_rx(qp_num_, rx_rnr_deadline_);
         return false;
@@ -73,12 +71,7 @@ void QueuePair::rx_rnr_unpark()
     rx_rnr_parked_ = false;
     std::lock_guard<std::mutex> g(sq_lock_);
     rx_read_paused_ = false;
-    const int fd = fd_.load(std::memory_order_relaxed);
-    if (fd < 0) return;
-    if (peer_fin_.load(std::memory_order_relaxed))
-        emu_.engine().set_write_only(fd, qp_num_);
-    else
-        emu_.engine().set_interest(fd, qp_num_, true, epollout_);
+    apply_epoll_interest_locked();
 }
 
 // Any context (no rx_lock_ needed): the engine re-runs the receive path.

@@ -61,15 +61,21 @@ void QueuePair::set_epollout_locked(bool on)
 {
     if (epollout_ == on) return;
     tx_backlog_.store(on, std::memory_order_relaxed);
+    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    epollout_ = on;
+    apply_epoll_interest_locked();
+}
+
+void QueuePair::apply_epoll_interest_locked()
+{
     const int fd = fd_.load(std::memory_order_relaxed);
     if (fd < 0) return;
     if (peer_fin_.load(std::memory_order_relaxed))
         emu_.engine().set_write_only(fd, qp_num_);  // EOF already read: EPOLLIN would spin
-    else if (rx_read_paused_)
-        emu_.engine().set_interest(fd, qp_num_, false, on);  // receive path parked (rx_rnr_wait.cpp)
     else
-        emu_.engine().set_writable_interest(fd, qp_num_, on);
-    epollout_ = on;
+        // No read interest while the receive path is parked (rx_rnr_wait.cpp):
+        // level-triggered EPOLLIN would spin on the unread Send.
+        emu_.engine().set_interest(fd, qp_num_, !rx_read_paused_, epollout_);
 }
 
 bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,

@@ -42,3 +42,30 @@ fail() {
 show() {
     for f in "$@"; do echo "----- $f"; cat "$f"; done
 }
+
+# perftest_pair IWEMU_RUN TEST ADDRESS ARGS...: a perftest server, then its
+# client to ADDRESS ("nonloopback": a local non-loopback IPv4 address, or the
+# test is skipped with 77), each with ARGS and bounded in time.  Leaves the
+# logs in $dir/server.log and $dir/client.log, the exit codes in client_rc and
+# server_rc, the client's result row (size, iterations, ...) in result, and
+# the port and address used in port and addr.
+perftest_pair() {
+    local run=$1 test=$2 server
+    addr=$3
+    shift 3
+    if [ "$addr" = nonloopback ]; then
+        addr=$(local_address)
+        [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
+    fi
+    port=$(free_port) || fail "no free port"
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' EXIT
+    timeout 100 "$run" "$test" -p "$port" "$@" > "$dir/server.log" 2>&1 &
+    server=$!
+    wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
+    timeout 90 "$run" "$test" -p "$port" "$@" "$addr" > "$dir/client.log" 2>&1
+    client_rc=$?
+    wait $server
+    server_rc=$?
+    result=$(grep -A1 "#bytes" "$dir/client.log" | tail -1)
+}
