@@ -69,6 +69,7 @@ constexpr Key keys[] = {
     {"busy_poll", "IWEMU_BUSY_POLL"},
     {"busy_poll_us", "IWEMU_BUSY_POLL_US"},
     {"poll_progress", "IWEMU_POLL_PROGRESS"},
+    {"poll_owns_rx", "IWEMU_POLL_OWNS_RX"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -91,9 +92,14 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "ird") { ok = parse_u32(value, 0, 128, &n); if (ok) ird = static_cast<uint16_t>(n); }
     else if (key == "ord") { ok = parse_u32(value, 0, 128, &n); if (ok) ord = static_cast<uint16_t>(n); }
     else if (key == "rfc7306") ok = parse_bool(value, &rfc7306);
-    else if (key == "busy_poll") ok = parse_bool(value, &busy_poll);
+    else if (key == "busy_poll") {
+        bool on = false;
+        if (value == "auto") busy_poll = BusyPoll::idle_app;
+        else if ((ok = parse_bool(value, &on))) busy_poll = on ? BusyPoll::on : BusyPoll::off;
+    }
     else if (key == "busy_poll_us") ok = parse_u32(value, 0, 1000000, &busy_poll_us);
     else if (key == "poll_progress") ok = parse_bool(value, &rx_progress_on_poll);
+    else if (key == "poll_owns_rx") ok = parse_bool(value, &poll_owns_rx);
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;
