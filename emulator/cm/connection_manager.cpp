@@ -995,9 +995,11 @@ int ConnectionManager::Loop::stop_listening(ListenerId id)
 
 int ConnectionManager::Loop::listener_stats(ListenerId id, ListenerStats* out)
 {
+    if (!out)
+        return -EINVAL;
     std::lock_guard lock(mu_);
     auto it = listeners_.find(id);
-    if (it == listeners_.end() || !out)
+    if (it == listeners_.end())
         return -ENOENT;
     out->half_open = it->second->half_open;
     out->evicted = it->second->evicted;

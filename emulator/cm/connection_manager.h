@@ -211,7 +211,7 @@ public:
     // still in startup is closed abortively.
     void destroy(ConnectionId id);
 
-    // 0, or -ENOENT for an unknown listener.
+    // 0, -ENOENT for an unknown listener, -EINVAL without `out`.
     int listener_stats(ListenerId id, ListenerStats* out) const;
 
 private:

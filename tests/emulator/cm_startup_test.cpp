@@ -1131,8 +1131,9 @@ TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
         ::close(fd);
 }
 
-// Clients that send their Request right away are never evicted, even in a
-// burst far beyond the cap: the oldest is read before it would be closed.
+// Clients that sent their Request are never evicted, even when they pile up
+// far beyond the cap while the CM thread is busy (here: in a ULP handler):
+// the oldest is read before it would be closed.
 TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
 {
     constexpr unsigned cap = 2;
@@ -1141,20 +1142,47 @@ TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
     capped.mpa_timeout = 10s;
     capped.max_half_open_per_listener = cap;
     EventLog log;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false, held = false;
+    CmEventHandler record = log.handler();
+    CmEventHandler hold_first = [&](const CmEvent& ev) {
+        record(ev);
+        std::unique_lock lock(mu);
+        if (!held) {
+            held = true;
+            cv.wait_for(lock, wait_limit, [&] { return release; });
+        }
+    };
     ConnectionManager cm(capped);
     ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    const sockaddr_storage any = loopback();
+    sockaddr_storage addr{};
+    ASSERT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 16, hold_first, &lid, &addr), 0);
     wire::MpaFrame f;
     f.type = wire::MpaFrameType::request;
     f.rev = 1;
     f.crc = true;
     const Bytes request = encode(f);
+
+    // The first client's connect_request holds the CM thread...
     std::vector<int> fds;
+    fds.push_back(raw_connect(addr));
+    ASSERT_GE(fds.back(), 0);
+    ASSERT_TRUE(write_all(fds.back(), request));
+    ASSERT_TRUE(log.wait(CmEventType::connect_request));
+    // ...while the others connect and send their Request into the kernel's
+    // accept queue.
     for (int i = 0; i < clients; ++i) {
         fds.push_back(raw_connect(addr));
         ASSERT_GE(fds.back(), 0);
         ASSERT_TRUE(write_all(fds.back(), request));
     }
+    {
+        std::lock_guard lock(mu);
+        release = true;
+    }
+    cv.notify_all();
     for (int i = 0; i < clients; ++i) {
         auto req = log.wait(CmEventType::connect_request, 2s);
         ASSERT_TRUE(req) << i;
