@@ -47,7 +47,7 @@ CLIENTS = 3
 ATTACK_GAP_S = 0.5            # attack alone before each client
 MIN_GAP_EVICTIONS = 20        # in each gap (about 125 expected)
 PINGS = 20
-FD_SLACK = 8                  # listener, CM/engine descriptors opened on demand
+FD_SLACK = 12                 # listener, a real client's connection and QP, CM/engine descriptors
 
 
 class Attacker(threading.Thread):
