@@ -63,6 +63,7 @@ constexpr Key keys[] = {
     {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
     {"oob_timeout_ms", "IWEMU_OOB_TIMEOUT_MS"},
     {"rnr_wait_ms", "IWEMU_RNR_WAIT_MS"},
+    {"max_half_open", "IWEMU_MAX_HALF_OPEN"},
     {"ird", "IWEMU_IRD"},
     {"ord", "IWEMU_ORD"},
     {"rfc7306", "IWEMU_RFC7306"},
@@ -89,6 +90,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
     else if (key == "oob_timeout_ms") ok = parse_u32(value, 100, 600000, &oob_timeout_ms);
     else if (key == "rnr_wait_ms") ok = parse_u32(value, 0, 600000, &rnr_wait_ms);
+    else if (key == "max_half_open") ok = parse_u32(value, 1, 65536, &max_half_open);
     else if (key == "ird") { ok = parse_u32(value, 0, 128, &n); if (ok) ird = static_cast<uint16_t>(n); }
     else if (key == "ord") { ok = parse_u32(value, 0, 128, &n); if (ok) ord = static_cast<uint16_t>(n); }
     else if (key == "rfc7306") ok = parse_bool(value, &rfc7306);

@@ -34,6 +34,9 @@ struct Config {
     // stream (TCP back-pressure) this long for one, then Terminates; 0 = at
     // once, as Linux siw.  See docs/configuration.md for the default.
     uint32_t rnr_wait_ms = 3000;
+    // IWEMU_MAX_HALF_OPEN: connections a listener keeps before their MPA
+    // Request is complete; at the cap the oldest makes way for a new one.
+    uint32_t max_half_open = 64;
     uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
     uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
     bool rfc7306 = true;             // IWEMU_RFC7306: Immediate Data (Write with Immediate) sent and accepted
