@@ -260,6 +260,7 @@ int Emulator::create_qp(ProtectionDomain* pd, QpInitAttr& attr, QueuePair** out)
     if (attr.srq) cap.max_recv_wr = cap.max_recv_sge = 0;
     std::shared_ptr<QueuePair> qp;
     {
+        std::unique_lock<std::shared_mutex> f(few_lock_);
         std::lock_guard<std::mutex> g(objects_lock_);
         if (qps_.size() >= limits::max_qp) return ENOMEM;
         if (cqs_.find(attr.send_cq) == cqs_.end() || cqs_.find(attr.recv_cq) == cqs_.end()) return EINVAL;
@@ -269,6 +270,7 @@ int Emulator::create_qp(ProtectionDomain* pd, QpInitAttr& attr, QueuePair** out)
         while (qpn < 2 || qps_.count(qpn)) qpn = next_qpn_++ & 0xFFFFFF;
         qp = std::make_shared<QueuePair>(*this, qpn, pd, attr);
         qps_.emplace(qpn, qp);
+        refresh_few_qps_locked();
     }
     pd->users_.fetch_add(1, std::memory_order_acq_rel);
     if (attr.srq) attr.srq->users.fetch_add(1);
@@ -283,11 +285,13 @@ int Emulator::destroy_qp(QueuePair* qp)
     if (!qp) return EINVAL;
     std::shared_ptr<QueuePair> keep;
     {
+        std::unique_lock<std::shared_mutex> f(few_lock_);
         std::lock_guard<std::mutex> g(objects_lock_);
         auto it = qps_.find(qp->qp_num());
         if (it == qps_.end() || it->second.get() != qp) return EINVAL;
         keep = it->second;
         qps_.erase(it);
+        refresh_few_qps_locked();
     }
     // Detach first: after this no polling thread can enter the QP's receive path.
     const QpInitAttr& ia = keep->init_attr();
@@ -298,6 +302,14 @@ int Emulator::destroy_qp(QueuePair* qp)
     if (ia.srq) ia.srq->users.fetch_sub(1);
     keep->pd()->users_.fetch_sub(1, std::memory_order_acq_rel);
     return 0;  // memory goes when the engine drops its last reference
+}
+
+void Emulator::refresh_few_qps_locked()
+{
+    size_t n = 0;
+    if (qps_.size() <= few_qps_max)
+        for (const auto& [num, qp] : qps_) few_[n++] = qp.get();
+    few_count_.store(n, std::memory_order_relaxed);
 }
 
 std::shared_ptr<QueuePair> Emulator::find_qp(uint32_t qp_num)

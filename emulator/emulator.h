@@ -17,11 +17,13 @@
 //   qp->post_send(&wr, 1, &bad);  cq->poll(wcs, 16);
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -99,8 +101,31 @@ public:
     void note_app_call() { app_calls_.store(app_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
     uint64_t app_calls() const { return app_calls_.load(std::memory_order_relaxed); }
 
+    // While the process has at most few_qps_max QPs, an empty poll of any CQ
+    // drives all of them: a thread spinning on one CQ serves the others too
+    // (perftest's -R server spins on its handshake CQ while the peer Reads
+    // from or Writes to the test QP; without this every message there would
+    // wake the engine thread to preempt that spinning thread).  Calls f on
+    // each QP and returns true, or returns false when there are more QPs
+    // (or, with try_only, when the list is being changed).
+    static constexpr size_t few_qps_max = 4;
+    template <typename F>
+    bool visit_few_qps(F&& f, bool try_only = true)
+    {
+        if (few_count_.load(std::memory_order_relaxed) == 0) return false;
+        std::shared_lock<std::shared_mutex> g(few_lock_, std::defer_lock);
+        if (!try_only)
+            g.lock();
+        else if (!g.try_lock())
+            return false;
+        const size_t n = few_count_.load(std::memory_order_relaxed);
+        for (size_t i = 0; i < n; ++i) f(few_[i]);
+        return n > 0;
+    }
+
 private:
     void detect_identity();
+    void refresh_few_qps_locked();  // few_lock_ (unique) and objects_lock_ held
     void close_at_exit();  // the process-wide instance, from atexit
 
     Config config_;
@@ -124,6 +149,10 @@ private:
     std::unique_ptr<Engine> engine_;
     std::atomic<Engine*> engine_ptr_{nullptr};  // engine_, readable without engine_lock_
     std::atomic<uint64_t> app_calls_{0};
+    // Taken before objects_lock_ (pollers hold it shared while in QP code).
+    std::shared_mutex few_lock_;
+    std::array<QueuePair*, few_qps_max> few_{};
+    std::atomic<size_t> few_count_{0};  // 0: none, or more than few_qps_max
 
     std::unique_ptr<QpEndpoint> qp_endpoint_;  // last: its threads call into the members above
 };
