@@ -267,6 +267,7 @@ private:
     bool rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen);
     void rx_rnr_unpark();
     void rx_rnr_kick();                       // a receive was posted for the parked receiver
+    void rx_rnr_check_peer();                 // engine: the peer's FIN / RST behind the parked Send ends the wait
     bool rx_handle_read_request();
     void rx_handle_terminate(uint32_t body_len);
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -287,6 +288,7 @@ private:
     void shutdown_locked();                   // rx_lock_ + sq_lock_ held: shutdown_for_destroy
     void close_socket_locked(bool abortive);
     void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
+    void close_locked();                      // rx_lock_ + sq_lock_ held: RTS -> CLOSING (disconnect, SQD)
     void emit_connection_event(QpConnectionEvent ev);
     void emit_async(AsyncEventType type);
     void complete(CompletionQueue* cq, const Completion& c, bool solicited);
