@@ -185,13 +185,13 @@ TEST(RnrDisconnect, IdleDisconnectStaysGraceful)
     ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), 4096, smr, 1), 0);
     ASSERT_EQ(p.a->wait(p.a->scq, 1, prompt).size(), 1u);
     p.a->qp->disconnect();
-    EXPECT_EQ(p.a->qp->state(), QpState::sqd);
+    // SQD, or already ERR: the peer answers a FIN with its own at once.
+    EXPECT_TRUE(p.a->qp->state() == QpState::sqd || p.a->qp->state() == QpState::err);
     const auto r = p.b->wait(p.b->rcq, 1, prompt);
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].status, WcStatus::success);
     EXPECT_EQ(dst, src);
     EXPECT_TRUE(p.b->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
-    p.b->qp->disconnect();
     EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
     EXPECT_FALSE(p.a->qp->last_terminate_received().valid);
     EXPECT_FALSE(p.b->qp->last_terminate_sent().valid);
