@@ -125,8 +125,9 @@ public:
     // FPDU (RFC 5044 §7.1.2 rule 4).  Returns 0 or a negative errno
     // (-EINVAL bad params / QP state, -EISCONN already attached).
     int attach_connection(const ConnectionParams& params);
-    // Graceful: finish what is queued, then FIN; QP to ERR when both sides
-    // closed (remaining WRs flushed).
+    // Graceful when nothing is in transmission: FIN now, QP to ERR when
+    // both sides closed.  Otherwise (siw's rule) flush both queues and drop
+    // the connection (RST) at once: no waiting on the peer (close_locked).
     void disconnect();
     // Abortive: RST (SO_LINGER 0), everything flushed.
     void abort();
