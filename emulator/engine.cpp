@@ -83,7 +83,9 @@ int Engine::set_write_only(int fd, uint32_t qp_num)
 int Engine::set_interest(int fd, uint32_t qp_num, bool readable, bool writable)
 {
     epoll_event ev{};
-    ev.events = (readable ? EPOLLIN | EPOLLRDHUP : 0u) | (writable ? EPOLLOUT : 0u);
+    // EPOLLRDHUP stays without read interest: a parked receiver must hear
+    // the peer's FIN (rx_rnr_check_peer); it fires once the FIN is in.
+    ev.events = (readable ? EPOLLIN : 0u) | EPOLLRDHUP | (writable ? EPOLLOUT : 0u);
     ev.data.u64 = qp_num;
     return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
 }

@@ -42,7 +42,8 @@ public:
     // After the peer's FIN: only EPOLLOUT (the receive side is finished).
     int set_write_only(int fd, uint32_t qp_num);
     // Any interest: `readable` off while the QP's receive path is parked
-    // (the socket's data must stay in TCP: back-pressure on the sender).
+    // (the socket's data must stay in TCP: back-pressure on the sender);
+    // EPOLLRDHUP (the peer's FIN) is reported either way.
     int set_interest(int fd, uint32_t qp_num, bool readable, bool writable);
     void remove(int fd);
     void stop();

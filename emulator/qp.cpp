@@ -89,12 +89,8 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             close_socket_locked(true);
             emit_abort = true;
         }
-        if (t.close) {
-            closing_ = true;
-            state_.store(QpState::sqd);
-            tx_locked();
-            return 0;
-        }
+        // RTS -> SQD: SQD and FIN, or ERR when the close cut a transmission.
+        if (t.close) close_locked();
         if (t.flush) {
             state_.store(QpState::err);
             flush_locked();
@@ -119,8 +115,9 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             peer_fin_ = false;
             conn_event_sent_ = false;
         }
-        state_.store(next);
+        if (!t.close) state_.store(next);
     }
+    drain_deferred();
     if (emit_abort) emit_connection_event(QpConnectionEvent::connection_error);
     return 0;
 }
@@ -425,11 +422,60 @@ size_t QueuePair::build_rtr_locked(RtrType type)
 
 void QueuePair::disconnect()
 {
-    std::lock_guard<std::mutex> g(sq_lock_);
-    if (fd_.load() < 0 || closing_) return;
+    {
+        std::lock_guard<std::mutex> rg(rx_lock_);
+        std::lock_guard<std::mutex> sg(sq_lock_);
+        if (fd_.load() < 0 || closing_) return;
+        if (state_.load() == QpState::rts) {
+            close_locked();
+        } else {
+            // After a Terminate: the FIN follows it (tx_locked).
+            closing_ = true;
+            tx_locked();
+        }
+    }
+    drain_deferred();
+}
+
+// RTS -> CLOSING, kernel siw's rule (siw_qp_nextstate_from_rts): with no
+// work request in transmission the QP closes gracefully -- FIN, and the
+// receive side runs on until the peer's FIN.  With one in transmission it
+// goes to ERROR instead: the send queue is flushed and the connection
+// dropped at once rather than drained.  Draining could take as long as the
+// peer keeps its window closed, which an RNR wait does for up to
+// rnr_wait_ms (rx_rnr_wait.cpp).  The drop is abortive (RST, RDMAP-026):
+// a FIN would queue behind the octets TCP still holds, where a peer with
+// a closed window never sees it, and the stream ends mid-message anyway.
+// A parked receiver of ours is dropped the same way: its RQ is flushed
+// (siw flushes the RQ on CLOSING), so the Send it waits for cannot land,
+// and close() with unread data resets the connection in any case.
+// States after a Terminate never come here: its FIN must stay behind it.
+void QueuePair::close_locked()
+{
+    tx_locked();  // what the socket takes now is not in transmission any more
+    const bool in_transmission =
+        iov_count_ > 0 || tx_msg_ != TxMessage::none || sq_tx_ != sq_tail_ || irq_count_ > 0;
+    if (!in_transmission && !rx_rnr_parked_) {
+        closing_ = true;
+        state_.store(QpState::sqd);
+        tx_locked();  // the FIN
+        return;
+    }
+    IWEMU_LOG(debug, "qp %u: disconnect %s: dropping the connection", qp_num_,
+              in_transmission ? "during a transmission" : "while waiting for a receive");
     closing_ = true;
-    if (state_.load() == QpState::rts) state_.store(QpState::sqd);
-    tx_locked();  // sends the FIN once the queue is drained
+    fin_sent_ = true;
+    close_socket_locked(true);
+    rx_rnr_parked_ = rx_read_paused_ = false;
+    if (rx_mr_) {
+        StagTable::release(rx_mr_);
+        rx_mr_ = nullptr;
+    }
+    state_.store(QpState::err);
+    flush_locked();
+    flush_rq();
+    // Our disconnect is complete: the CM reports DISCONNECTED as for a FIN.
+    defer_locked(std::nullopt, QpConnectionEvent::peer_closed);
 }
 
 void QueuePair::abort()

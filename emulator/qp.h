@@ -126,8 +126,9 @@ public:
     // FPDU (RFC 5044 §7.1.2 rule 4).  Returns 0 or a negative errno
     // (-EINVAL bad params / QP state, -EISCONN already attached).
     int attach_connection(const ConnectionParams& params);
-    // Graceful: finish what is queued, then FIN; QP to ERR when both sides
-    // closed (remaining WRs flushed).
+    // Graceful when nothing is in transmission: FIN now, QP to ERR when
+    // both sides closed.  Otherwise (siw's rule) flush both queues and drop
+    // the connection (RST) at once: no waiting on the peer (close_locked).
     void disconnect();
     // Abortive: RST (SO_LINGER 0), everything flushed.
     void abort();
@@ -280,6 +281,7 @@ private:
     bool rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen);
     void rx_rnr_unpark();
     void rx_rnr_kick();                       // a receive was posted for the parked receiver
+    void rx_rnr_check_peer();                 // engine: the peer's FIN / RST behind the parked Send ends the wait
     bool rx_handle_read_request();
     void rx_handle_terminate(uint32_t body_len);
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -300,6 +302,7 @@ private:
     void shutdown_locked();                   // rx_lock_ + sq_lock_ held: shutdown_for_destroy
     void close_socket_locked(bool abortive);
     void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
+    void close_locked();                      // rx_lock_ + sq_lock_ held: RTS -> CLOSING (disconnect, SQD)
     void emit_connection_event(QpConnectionEvent ev);
     void emit_async(AsyncEventType type);
     void complete(CompletionQueue* cq, const Completion& c, bool solicited);

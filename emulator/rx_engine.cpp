@@ -82,6 +82,7 @@ void QueuePair::rx_progress()
     bool kick;
     {
         std::lock_guard<std::mutex> g(rx_lock_);
+        if (rx_rnr_parked_) rx_rnr_check_peer();  // EPOLLRDHUP: the only read event while parked
         rx_locked();
         kick = std::exchange(rx_tx_kick_, false);
     }

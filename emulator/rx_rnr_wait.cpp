@@ -19,9 +19,19 @@
 //     registered us against the post that sees the registration; the post
 //     asks the engine to run rx_timer() now (no syscall when nobody waits);
 //   * the engine timer at the deadline (Engine::schedule_rx);
-//   * any poll_cq that drives this QP's receive path meanwhile.
+//   * any poll_cq that drives this QP's receive path meanwhile;
+//   * the end of the peer's stream (below).
 // While parked the engine has no read interest in the socket (level-
-// triggered EPOLLIN would spin); hang-ups still arrive (rx_hangup).
+// triggered EPOLLIN would spin); it still hears EPOLLRDHUP and hang-ups.
+//
+// The peer's FIN behind the parked Send (EPOLLRDHUP, rx_rnr_check_peer)
+// ends the wait at once, as its deadline would: the sender has finished,
+// there is no stream left to pace, and its disconnect must not wait for
+// our deadline (it would otherwise see our FIN only after rnr_wait_ms,
+// qperf rc_bw at its end).  An RST or both FINs (rx_hangup) leave nothing
+// to deliver: the connection is lost.  A local disconnect while parked
+// closes abortively (QueuePair::close_locked).
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -56,13 +66,36 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
     }
     if (rx_rnr_parked_ && may_wait && now < rx_rnr_deadline_) return false;  // keep waiting
     if (rx_rnr_parked_) {
-        IWEMU_LOG(info, "qp %u: no receive posted within %u ms", qp_num_, emu_.config().rnr_wait_ms);
+        IWEMU_LOG(info, "qp %u: no receive posted for the Send MSN %u", qp_num_, rx_hdr_.msn);
         rx_rnr_unpark();
     }
     wire::TerminateCode code{wire::TerminateLayer::ddp, wire::etype::ddp_untagged_buffer,
                              wire::ecode::ddp_untagged_invalid_msn_no_buffer};
     rx_fail(code, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
     return false;
+}
+
+// rx_lock_ held, parked: with no read interest the engine comes here only
+// for EPOLLRDHUP or a hang-up.  The peer's FIN queued behind the parked
+// Send ends the wait now (rx_rnr_wait then fails the Send as at its
+// deadline, and the receive path drains the stream up to that FIN).  An
+// RST, or both FINs, leave nothing to deliver: the connection is lost.
+void QueuePair::rx_rnr_check_peer()
+{
+    const int fd = fd_.load(std::memory_order_acquire);
+    pollfd p{fd, POLLRDHUP, 0};
+    if (fd < 0 || ::poll(&p, 1, 0) != 1) return;
+    if (p.revents & (POLLHUP | POLLERR)) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        rx_rnr_unpark();
+        rx_connection_lost(err);
+    } else if (p.revents & POLLRDHUP) {
+        IWEMU_LOG(info, "qp %u: the peer closed its half behind the Send MSN %u: waiting no more", qp_num_,
+                  rx_hdr_.msn);
+        rx_rnr_deadline_ = std::chrono::steady_clock::now();
+    }
 }
 
 // rx_lock_ held: read the socket again.
@@ -97,18 +130,8 @@ void QueuePair::rx_hangup()
 {
     {
         std::lock_guard<std::mutex> g(rx_lock_);
-        const int fd = fd_.load(std::memory_order_acquire);
-        if (rx_rnr_parked_ && fd >= 0) {
-            // The stream ended behind the parked Send (RST, or both FINs):
-            // nothing of it can be delivered any more.
-            int err = 0;
-            socklen_t len = sizeof err;
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-            rx_rnr_unpark();
-            rx_connection_lost(err);
-        } else {
-            rx_locked();
-        }
+        if (rx_rnr_parked_) rx_rnr_check_peer();
+        rx_locked();
     }
     drain_deferred();
 }

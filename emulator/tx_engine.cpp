@@ -425,6 +425,10 @@ bool QueuePair::tx_flush_batch_locked()
             IWEMU_LOG(info, "qp %u: sendmsg: %s", qp_num_, std::strerror(errno));
             tx_stopped_ = true;
             set_epollout_locked(false);
+            // Nothing more can leave: drop the batch, or a close waiting
+            // for it (close_after_tx_locked) would wait forever.
+            slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
+            slot_sent_bytes_ = batch_bytes_ = 0;
             return false;
         }
         size_t left = static_cast<size_t>(n);

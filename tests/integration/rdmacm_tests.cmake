@@ -87,6 +87,10 @@ iwemu_rdmacm_test(qperf_rc_rdma_read_bw
 # until one is posted, docs/limits.md) makes it run.
 iwemu_rdmacm_test(qperf_rc_bw
   ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_bw)
+# ... and its end (the receiver parked on a Send when both disconnect) does
+# not wait for rnr_wait_ms: three runs, each far under a 20 s RNR wait.
+iwemu_rdmacm_test(qperf_rc_bw_close
+  ${RDMACM_HERE}/rdmacm_qperf_close.sh $<TARGET_FILE:iwemu_run> 3 12)
 # ib_send_bw -e (completion events): see the script for perftest's credit deadlock.
 iwemu_rdmacm_test(perftest_ib_send_bw_events
   ${RDMACM_HERE}/rdmacm_send_bw_events.sh $<TARGET_FILE:iwemu_run>)
