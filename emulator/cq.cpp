@@ -30,40 +30,48 @@ int CompletionQueue::poll(Completion* out, int max)
                 count_ -= static_cast<uint32_t>(n);
                 published_.store(count_, std::memory_order_release);
                 g.unlock();
-                empty_polls_.store(0, std::memory_order_relaxed);
                 if (owns_rx_.load(std::memory_order_relaxed)) return_rx();
                 return n;
             }
         }
         if (pass == 1 || !emu_.config().rx_progress_on_poll) break;
-        // Empty: run the receive path of our QPs here, in the polling thread,
-        // instead of waiting for the engine thread to wake up.
-        // A CQ shared by many QPs visits only a few of them per miss, round
-        // robin: the engine thread serves every readable socket anyway, and
-        // a read() per QP per empty poll made a miss on a CQ of 1,000 QPs
-        // cost milliseconds.
-        std::shared_lock<std::shared_mutex> g(qps_lock_, std::try_to_lock);
-        if (!g.owns_lock()) break;
-        const size_t nqps = qps_.size();
-        const size_t visit = std::min(nqps, poll_progress_qps);
-        const size_t first = nqps > poll_progress_qps ? progress_cursor_.fetch_add(visit, std::memory_order_relaxed) : 0;
-        for (size_t k = 0; k < visit; ++k) {
-            QueuePair* qp = qps_[(first + k) % nqps];
+        // Empty: run the receive path here, in the polling thread, instead
+        // of waiting for the engine thread to wake up.
+        const bool own = emu_.config().poll_owns_rx;
+        auto drive = [](QueuePair* qp) {
             qp->try_tx_progress();
             qp->try_rx_progress();
-        }
-        if (pass == 0 && published_.load(std::memory_order_acquire) == 0) {
-            // Still nothing: a poller that keeps polling owns the receive path
-            // (no engine wake-up per arriving FPDU) ...
-            if (nqps <= poll_progress_qps && emu_.config().poll_owns_rx &&
-                empty_polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= poll_owner_after_empty) {
-                for (QueuePair* qp : qps_) qp->poll_take_rx();
+        };
+        auto take = [this](QueuePair* qp) {
+            if (published_.load(std::memory_order_acquire) == 0) qp->poll_take_rx();
+        };
+        if (emu_.visit_few_qps(drive)) {
+            // ... still nothing: a poller that keeps polling owns the receive
+            // path (no engine wake-up per arriving FPDU).
+            if (own && emu_.visit_few_qps(take)) owns_rx_.store(true, std::memory_order_relaxed);
+        } else {
+            // A CQ shared by many QPs visits only a few of them per miss, round
+            // robin: the engine thread serves every readable socket anyway, and
+            // a read() per QP per empty poll made a miss on a CQ of 1,000 QPs
+            // cost milliseconds.  Such a CQ never takes the receive path over.
+            std::shared_lock<std::shared_mutex> g(qps_lock_, std::try_to_lock);
+            if (!g.owns_lock()) break;
+            const size_t nqps = qps_.size();
+            const size_t visit = std::min(nqps, poll_progress_qps);
+            const size_t first =
+                nqps > poll_progress_qps ? progress_cursor_.fetch_add(visit, std::memory_order_relaxed) : 0;
+            for (size_t k = 0; k < visit; ++k) drive(qps_[(first + k) % nqps]);
+            if (own && nqps <= poll_progress_qps) {
+                for (QueuePair* qp : qps_) take(qp);
                 owns_rx_.store(true, std::memory_order_relaxed);
             }
-            // ... and gives the CPU to a runnable engine thread (busy-polling
-            // applications on small machines would otherwise starve it).
-            sched_yield();
         }
+        // Give the CPU to a runnable engine thread (busy-polling applications
+        // on small machines would otherwise starve it), unless this poller
+        // receives itself: then the engine has nothing urgent, and the
+        // system call would only delay noticing the next message.
+        if (published_.load(std::memory_order_acquire) == 0 && !owns_rx_.load(std::memory_order_relaxed))
+            sched_yield();
     }
     return 0;
 }
@@ -71,14 +79,15 @@ int CompletionQueue::poll(Completion* out, int max)
 void CompletionQueue::return_rx()
 {
     owns_rx_.store(false, std::memory_order_relaxed);
+    auto give_back = [](QueuePair* qp) { qp->poll_return_rx(); };
+    if (emu_.visit_few_qps(give_back, false)) return;
     std::shared_lock<std::shared_mutex> g(qps_lock_);
-    for (QueuePair* qp : qps_) qp->poll_return_rx();
+    for (QueuePair* qp : qps_) give_back(qp);
 }
 
 int CompletionQueue::req_notify(bool solicited_only)
 {
     // The application is about to sleep: the engine thread must receive.
-    empty_polls_.store(0, std::memory_order_relaxed);
     if (owns_rx_.load(std::memory_order_relaxed)) return_rx();
     std::lock_guard<std::mutex> g(lock_);
     // "next" is stronger than "solicited": keep it if already armed so.
