@@ -254,38 +254,44 @@ void good(Context& cx, Outcome& out)
     check_victim(cx, serial, e, out);
 }
 
+// MPA framing attacks: a Send of `hello` (QN 0, MSN 1) whose FPDU `mangle`
+// alters before it goes out.
+void mangled_send_attack(Context& cx, Outcome& out, Expect e,
+                         const std::function<void(std::vector<uint8_t>&)>& mangle)
+{
+    fpdu_attack(cx, out, "", std::move(e), [&mangle](PeerConnection& pc) {
+        auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
+        mangle(f);
+        pc.send_raw(f);
+    });
+}
+
 void bad_crc(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "", term(TerminateLayer::llp, et::llp_mpa, ec::mpa_crc_error, false, false),
-                [](PeerConnection& pc) {
-                    auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
-                    f.back() ^= 0x01;
-                    pc.send_raw(f);
-                });
+    mangled_send_attack(cx, out, term(TerminateLayer::llp, et::llp_mpa, ec::mpa_crc_error, false, false),
+                        [](std::vector<uint8_t>& f) { f.back() ^= 0x01; });
 }
 
 // ULPDU_Length smaller than the DDP header it announces: MPA error 3
 // (fpdu_receiver.h, CHECKLIST decision 7, as Linux siw).
 void ulpdu_length_zero(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "", term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
-                [](PeerConnection& pc) {
-                    auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
-                    f[0] = 0;
-                    f[1] = 0;
-                    pc.send_raw(f);
-                });
+    mangled_send_attack(cx, out,
+                        term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
+                        [](std::vector<uint8_t>& f) {
+                            f[0] = 0;
+                            f[1] = 0;
+                        });
 }
 
 void ulpdu_length_short(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "", term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
-                [](PeerConnection& pc) {
-                    auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
-                    f[0] = 0;
-                    f[1] = 10;  // < 18, the untagged header its first octet announces
-                    pc.send_raw(f);
-                });
+    mangled_send_attack(cx, out,
+                        term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
+                        [](std::vector<uint8_t>& f) {
+                            f[0] = 0;
+                            f[1] = 10;  // < 18, the untagged header its first octet announces
+                        });
 }
 
 // ULPDU_Length larger than the octets that follow: the CRC is then taken
