@@ -304,12 +304,18 @@ struct Pair {
         addr = listen_loopback(server, server_log, &listener);
     }
 
+    // The client connects; the server's connect request lands in `request`.
+    void request_connection(ConnectionId* cid, const Bytes& req_pd = {})
+    {
+        ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp, req_pd), cid), 0);
+        request = server_log.wait(CmEventType::connect_request);
+        ASSERT_TRUE(request);
+    }
+
     void connect_and_accept(const Bytes& req_pd = {}, const Bytes& rep_pd = {})
     {
         ConnectionId cid = 0;
-        ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp, req_pd), &cid), 0);
-        request = server_log.wait(CmEventType::connect_request);
-        ASSERT_TRUE(request);
+        ASSERT_NO_FATAL_FAILURE(request_connection(&cid, req_pd));
         AcceptArgs aa;
         aa.ird = 8;
         aa.ord = 8;
@@ -396,19 +402,18 @@ TEST(CmStartup, AcceptWithTooMuchPrivateDataIsEinval)
 {
     Pair p({}, {});
     ConnectionId cid = 0;
-    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
-    auto req = p.server_log.wait(CmEventType::connect_request);
-    ASSERT_TRUE(req);
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
+    const CmEvent& req = *p.request;
     AcceptArgs aa;
     aa.endpoint = p.server_qp.endpoint();
     const Bytes big(509);
     aa.private_data = big;
-    EXPECT_EQ(p.server.accept(req->connection, aa), -EINVAL);
-    EXPECT_EQ(p.server.reject(req->connection, big), -EINVAL);
+    EXPECT_EQ(p.server.accept(req.connection, aa), -EINVAL);
+    EXPECT_EQ(p.server.reject(req.connection, big), -EINVAL);
     aa.private_data = {};
-    EXPECT_EQ(p.server.accept(req->connection, aa), 0);
+    EXPECT_EQ(p.server.accept(req.connection, aa), 0);
     EXPECT_TRUE(p.client_log.wait(CmEventType::established));
-    EXPECT_EQ(p.server.accept(req->connection, aa), -EINVAL);  // answered already
+    EXPECT_EQ(p.server.accept(req.connection, aa), -EINVAL);  // answered already
 }
 
 TEST(CmStartup, RejectCarriesPrivateDataAndTheListenerKeepsServing)
@@ -640,9 +645,7 @@ TEST(CmStartup, DisconnectDuringStartupIsSilentAndThePeerHearsOfIt)
 {
     Pair p({}, {});
     ConnectionId cid = 0;
-    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
-    auto req = p.server_log.wait(CmEventType::connect_request);
-    ASSERT_TRUE(req);
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
     ASSERT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), 0);
     EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), -ENOENT);
     EXPECT_TRUE(p.server_log.wait(CmEventType::connect_error));
@@ -708,16 +711,15 @@ TEST(CmStartup, PeerGoneBeforeAcceptIsReported)
 {
     Pair p({}, {});
     ConnectionId cid = 0;
-    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
-    auto req = p.server_log.wait(CmEventType::connect_request);
-    ASSERT_TRUE(req);
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
+    const CmEvent& req = *p.request;
     p.client.destroy(cid);  // abortive close of the Initiator's socket
     auto ev = p.server_log.wait(CmEventType::connect_error);
     ASSERT_TRUE(ev);
-    EXPECT_EQ(ev->connection, req->connection);
+    EXPECT_EQ(ev->connection, req.connection);
     AcceptArgs aa;
     aa.endpoint = p.server_qp.endpoint();
-    EXPECT_EQ(p.server.accept(req->connection, aa), -ENOENT);
+    EXPECT_EQ(p.server.accept(req.connection, aa), -ENOENT);
     EXPECT_EQ(p.client_log.size(), 0u);  // destroy() is silent
 }
 

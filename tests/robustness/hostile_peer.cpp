@@ -547,6 +547,22 @@ void send_invalidate_unknown_stag(Context& cx, Outcome& out)
                 });
 }
 
+// After an attack the victim may answer with the Terminate `allowed` or
+// with none, but must end the stream; then its receives flush and its ULP
+// sees DISCONNECTED.
+void expect_close_maybe_terminate(Context& cx, Outcome& out, PeerConnection& pc, int serial,
+                                  const TerminateCode& allowed, const std::string& attack, const char* no_eof)
+{
+    const VictimAnswer a = pc.receive(10s);
+    if (a.terminate && !(a.terminate->control.code == allowed))
+        out.fail("Terminate " + code_text(a.terminate->control.code) + " for " + attack);
+    if (!a.eof) out.fail(no_eof);
+    pc.close();
+    Expect e;
+    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
+    check_victim(cx, serial, e, out);
+}
+
 // A Terminate shorter than its 4-octet control word (ULPDU_Length 20 < 22).
 void short_terminate(Context& cx, Outcome& out)
 {
@@ -556,17 +572,11 @@ void short_terminate(Context& cx, Outcome& out)
     auto h = PeerConnection::untagged(0x7, wire::rdmap_qn_terminate, 1, 0);
     const uint8_t two[] = {0x02, 0x00};
     pc.send_fpdu(h, two);
-    const VictimAnswer a = pc.receive(10s);
     // Either answer is defensible: 0/2/FF for the malformed message, or
     // silence because a Terminate is never answered with one.
-    if (a.terminate &&
-        !(a.terminate->control.code == TerminateCode{TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_unspecified}))
-        out.fail("Terminate " + code_text(a.terminate->control.code) + " for a short Terminate");
-    if (!a.eof) out.fail("the victim did not close the connection");
-    pc.close();
-    Expect e;
-    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
-    check_victim(cx, serial, e, out);
+    expect_close_maybe_terminate(cx, out, pc, serial,
+                                 TerminateCode{TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_unspecified},
+                                 "a short Terminate", "the victim did not close the connection");
 }
 
 std::vector<uint8_t> terminate_fpdu_body(wire::TerminateLayout layout)
@@ -709,15 +719,9 @@ void truncated_stream(Context& cx, Outcome& out)
     f.resize(f.size() / 2);
     pc.send_raw(f);
     pc.shutdown_write();
-    const VictimAnswer a = pc.receive(10s);
-    if (a.terminate &&
-        !(a.terminate->control.code == TerminateCode{TerminateLayer::llp, et::llp_mpa, ec::mpa_tcp_connection_lost}))
-        out.fail("Terminate " + code_text(a.terminate->control.code) + " for a truncated stream");
-    if (!a.eof) out.fail("victim did not close after the peer's FIN");
-    pc.close();
-    Expect e;
-    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
-    check_victim(cx, serial, e, out);
+    expect_close_maybe_terminate(cx, out, pc, serial,
+                                 TerminateCode{TerminateLayer::llp, et::llp_mpa, ec::mpa_tcp_connection_lost},
+                                 "a truncated stream", "victim did not close after the peer's FIN");
 }
 
 // Established, then gone at once (FIN or RST) before any FPDU.
