@@ -63,12 +63,14 @@ constexpr Key keys[] = {
     {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
     {"oob_timeout_ms", "IWEMU_OOB_TIMEOUT_MS"},
     {"rnr_wait_ms", "IWEMU_RNR_WAIT_MS"},
+    {"max_half_open", "IWEMU_MAX_HALF_OPEN"},
     {"ird", "IWEMU_IRD"},
     {"ord", "IWEMU_ORD"},
     {"rfc7306", "IWEMU_RFC7306"},
     {"busy_poll", "IWEMU_BUSY_POLL"},
     {"busy_poll_us", "IWEMU_BUSY_POLL_US"},
     {"poll_progress", "IWEMU_POLL_PROGRESS"},
+    {"poll_owns_rx", "IWEMU_POLL_OWNS_RX"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -88,12 +90,18 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
     else if (key == "oob_timeout_ms") ok = parse_u32(value, 100, 600000, &oob_timeout_ms);
     else if (key == "rnr_wait_ms") ok = parse_u32(value, 0, 600000, &rnr_wait_ms);
+    else if (key == "max_half_open") ok = parse_u32(value, 1, 65536, &max_half_open);
     else if (key == "ird") { ok = parse_u32(value, 0, 128, &n); if (ok) ird = static_cast<uint16_t>(n); }
     else if (key == "ord") { ok = parse_u32(value, 0, 128, &n); if (ok) ord = static_cast<uint16_t>(n); }
     else if (key == "rfc7306") ok = parse_bool(value, &rfc7306);
-    else if (key == "busy_poll") ok = parse_bool(value, &busy_poll);
+    else if (key == "busy_poll") {
+        bool on = false;
+        if (value == "auto") busy_poll = BusyPoll::idle_app;
+        else if ((ok = parse_bool(value, &on))) busy_poll = on ? BusyPoll::on : BusyPoll::off;
+    }
     else if (key == "busy_poll_us") ok = parse_u32(value, 0, 1000000, &busy_poll_us);
     else if (key == "poll_progress") ok = parse_bool(value, &rx_progress_on_poll);
+    else if (key == "poll_owns_rx") ok = parse_bool(value, &poll_owns_rx);
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

@@ -13,6 +13,13 @@ namespace iwemu {
 
 enum class LogLevel : uint8_t { error = 0, warn = 1, info = 2, debug = 3 };
 
+// Whether the engine thread spins a while after work instead of sleeping in
+// epoll_wait at once.  idle_app: only while no application thread has made a
+// data-path verbs call for a while (the application sleeps elsewhere, so the
+// engine spinning costs nobody a core, and it saves an idle-core wake-up per
+// message).
+enum class BusyPoll : uint8_t { off, on, idle_app };
+
 struct Config {
     // MPA (RFC 5044 / 6581): what our Request/Reply asks for.
     bool crc = true;                 // IWEMU_CRC: C bit (RFC default 1); 0 only by explicit choice
@@ -27,13 +34,17 @@ struct Config {
     // stream (TCP back-pressure) this long for one, then Terminates; 0 = at
     // once, as Linux siw.  See docs/configuration.md for the default.
     uint32_t rnr_wait_ms = 3000;
+    // IWEMU_MAX_HALF_OPEN: connections a listener keeps before their MPA
+    // Request is complete; at the cap the oldest makes way for a new one.
+    uint32_t max_half_open = 64;
     uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
     uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
     bool rfc7306 = true;             // IWEMU_RFC7306: Immediate Data (Write with Immediate) sent and accepted
     // Engine
-    bool busy_poll = false;          // IWEMU_BUSY_POLL: engine thread spins instead of sleeping
+    BusyPoll busy_poll = BusyPoll::idle_app;  // IWEMU_BUSY_POLL: 0 | 1 | auto
     uint32_t busy_poll_us = 50;      // IWEMU_BUSY_POLL_US: spin budget before sleeping in epoll
     bool rx_progress_on_poll = true; // IWEMU_POLL_PROGRESS: poll_cq also runs the receive path
+    bool poll_owns_rx = true;        // IWEMU_POLL_OWNS_RX: a busy-polling thread takes EPOLLIN from the engine
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

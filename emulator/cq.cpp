@@ -16,10 +16,11 @@ CompletionQueue::CompletionQueue(Emulator& emu, uint32_t capacity)
 
 int CompletionQueue::poll(Completion* out, int max)
 {
+    emu_.note_app_call();
     if (max <= 0) return 0;
     for (int pass = 0; pass < 2; ++pass) {
         if (published_.load(std::memory_order_acquire) > 0) {
-            std::lock_guard<std::mutex> g(lock_);
+            std::unique_lock<std::mutex> g(lock_);
             if (count_ > 0) {
                 const int n = static_cast<int>(std::min<uint32_t>(count_, static_cast<uint32_t>(max)));
                 for (int i = 0; i < n; ++i) {
@@ -28,6 +29,9 @@ int CompletionQueue::poll(Completion* out, int max)
                 }
                 count_ -= static_cast<uint32_t>(n);
                 published_.store(count_, std::memory_order_release);
+                g.unlock();
+                empty_polls_.store(0, std::memory_order_relaxed);
+                if (owns_rx_.load(std::memory_order_relaxed)) return_rx();
                 return n;
             }
         }
@@ -49,7 +53,14 @@ int CompletionQueue::poll(Completion* out, int max)
             qp->try_rx_progress();
         }
         if (pass == 0 && published_.load(std::memory_order_acquire) == 0) {
-            // Still nothing: give the CPU to a runnable engine thread (busy-polling
+            // Still nothing: a poller that keeps polling owns the receive path
+            // (no engine wake-up per arriving FPDU) ...
+            if (nqps <= poll_progress_qps && emu_.config().poll_owns_rx &&
+                empty_polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= poll_owner_after_empty) {
+                for (QueuePair* qp : qps_) qp->poll_take_rx();
+                owns_rx_.store(true, std::memory_order_relaxed);
+            }
+            // ... and gives the CPU to a runnable engine thread (busy-polling
             // applications on small machines would otherwise starve it).
             sched_yield();
         }
@@ -57,8 +68,18 @@ int CompletionQueue::poll(Completion* out, int max)
     return 0;
 }
 
+void CompletionQueue::return_rx()
+{
+    owns_rx_.store(false, std::memory_order_relaxed);
+    std::shared_lock<std::shared_mutex> g(qps_lock_);
+    for (QueuePair* qp : qps_) qp->poll_return_rx();
+}
+
 int CompletionQueue::req_notify(bool solicited_only)
 {
+    // The application is about to sleep: the engine thread must receive.
+    empty_polls_.store(0, std::memory_order_relaxed);
+    if (owns_rx_.load(std::memory_order_relaxed)) return_rx();
     std::lock_guard<std::mutex> g(lock_);
     // "next" is stronger than "solicited": keep it if already armed so.
     if (arm_ != Arm::next) arm_ = solicited_only ? Arm::solicited : Arm::next;

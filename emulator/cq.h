@@ -76,6 +76,15 @@ private:
     // At most this many of them per empty poll; where the next visit starts.
     static constexpr size_t poll_progress_qps = 4;
     std::atomic<size_t> progress_cursor_{0};
+
+    // Poll ownership (rx_poll_owner.cpp): after this many empty polls in a
+    // row a CQ of at most poll_progress_qps QPs (each visited by every poll)
+    // takes their receive path from the engine thread; completions returned
+    // and req_notify give it back.
+    static constexpr uint32_t poll_owner_after_empty = 1;
+    std::atomic<uint32_t> empty_polls_{0};
+    std::atomic<bool> owns_rx_{false};
+    void return_rx();
 };
 
 }  // namespace iwemu

@@ -93,6 +93,11 @@ public:
     QpEndpoint& qp_endpoint() { return *qp_endpoint_; }
     void post_async_event(const AsyncEvent& ev);
     uint32_t live_qps() const;
+    // Data-path verbs calls (poll_cq, post_send, post_recv) change this
+    // number: the engine's busy_poll = auto sees whether the application
+    // is in a verbs loop.  Racy increments are fine: any change counts.
+    void note_app_call() { app_calls_.store(app_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    uint64_t app_calls() const { return app_calls_.load(std::memory_order_relaxed); }
 
 private:
     void detect_identity();
@@ -118,6 +123,7 @@ private:
     std::mutex engine_lock_;
     std::unique_ptr<Engine> engine_;
     std::atomic<Engine*> engine_ptr_{nullptr};  // engine_, readable without engine_lock_
+    std::atomic<uint64_t> app_calls_{0};
 
     std::unique_ptr<QpEndpoint> qp_endpoint_;  // last: its threads call into the members above
 };

@@ -115,6 +115,66 @@ void Engine::schedule_rx(uint32_t qp_num, Clock::time_point when)
     (void)ignored;
 }
 
+void Engine::poll_owner_add(uint32_t qp_num)
+{
+    {
+        std::lock_guard<std::mutex> g(owners_lock_);
+        owners_.push_back(qp_num);
+        owner_count_.store(owners_.size());
+    }
+    owner_takes_.fetch_add(1, std::memory_order_relaxed);
+    // Pairs with run(): it publishes asleep_unbounded_ before re-reading
+    // owner_count_ (both seq_cst), so one of the two sides sees the other.
+    if (asleep_unbounded_.load() && t_engine != this) {
+        const uint64_t one = 1;
+        ssize_t ignored = write(wake_fd_, &one, sizeof one);
+        (void)ignored;
+    }
+}
+
+void Engine::poll_owner_remove(uint32_t qp_num)
+{
+    std::lock_guard<std::mutex> g(owners_lock_);
+    auto it = std::find(owners_.begin(), owners_.end(), qp_num);
+    if (it == owners_.end()) return;
+    *it = owners_.back();
+    owners_.pop_back();
+    owner_count_.store(owners_.size());
+}
+
+int Engine::lease_timeout_ms(int timeout_ms)
+{
+    if (owner_count_.load() == 0 && lease_idle_ticks_ >= poll_lease_linger_ticks) return timeout_ms;
+    return timeout_ms >= 0 && timeout_ms < poll_lease_tick_ms ? timeout_ms : poll_lease_tick_ms;
+}
+
+void Engine::check_poll_leases()
+{
+    const auto now = Clock::now();
+    if (now < next_lease_check_) return;
+    next_lease_check_ = now + std::chrono::milliseconds(poll_lease_tick_ms);
+    const uint32_t takes = owner_takes_.load(std::memory_order_relaxed);
+    if (owner_count_.load() == 0) {
+        if (takes == owner_takes_seen_ && lease_idle_ticks_ < poll_lease_linger_ticks) ++lease_idle_ticks_;
+        owner_takes_seen_ = takes;
+        return;
+    }
+    lease_idle_ticks_ = 0;
+    owner_takes_seen_ = takes;
+    uint32_t owners[64];
+    size_t n = 0;
+    {
+        std::lock_guard<std::mutex> g(owners_lock_);
+        for (; n < owners_.size() && n < std::size(owners); ++n) owners[n] = owners_[n];
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (std::shared_ptr<QueuePair> qp = emu_.find_qp(owners[i]))
+            qp->poll_lease_tick();
+        else
+            poll_owner_remove(owners[i]);  // destroyed while owned
+    }
+}
+
 int Engine::next_timeout_ms(int idle_timeout_ms)
 {
     if (timer_count_.load(std::memory_order_acquire) == 0) return idle_timeout_ms;
@@ -159,20 +219,41 @@ void Engine::run()
     t_engine = this;
     constexpr int max_events = 64;
     epoll_event events[max_events];
-    const bool busy = emu_.config().busy_poll;
+    const BusyPoll mode = emu_.config().busy_poll;
     const auto spin = std::chrono::microseconds(emu_.config().busy_poll_us);
-    auto last_work = std::chrono::steady_clock::now();
+    auto last_work = Clock::now();
+    uint64_t app_calls_seen = emu_.app_calls();
+    auto app_calls_changed = last_work;
     while (!stop_.load(std::memory_order_acquire)) {
         int timeout = -1;
-        if (busy && std::chrono::steady_clock::now() - last_work < spin) timeout = 0;
-        timeout = next_timeout_ms(timeout);
+        const auto now = Clock::now();
+        bool busy = mode == BusyPoll::on;
+        if (mode == BusyPoll::idle_app) {
+            // Spin only for an application that sleeps outside verbs (its
+            // core is idle; waking this thread there costs more than the
+            // receive).  An application in a verbs loop keeps its core busy,
+            // and a spinning engine would take the CPU from it.
+            const uint64_t calls = emu_.app_calls();
+            if (calls != app_calls_seen) {
+                app_calls_seen = calls;
+                app_calls_changed = now;
+            }
+            busy = now - app_calls_changed > app_idle_after;
+        }
+        if (busy && now - last_work < spin) timeout = 0;
+        timeout = next_timeout_ms(lease_timeout_ms(timeout));
+        if (timeout < 0) {
+            asleep_unbounded_.store(true);
+            if (owner_count_.load() > 0) timeout = poll_lease_tick_ms;
+        }
         const int n = epoll_wait(epfd_, events, max_events, timeout);
+        asleep_unbounded_.store(false, std::memory_order_relaxed);
         if (n < 0) {
             if (errno == EINTR) continue;
             IWEMU_LOG(error, "epoll_wait: %d", errno);
             break;
         }
-        if (n > 0) last_work = std::chrono::steady_clock::now();
+        if (n > 0) last_work = Clock::now();
         for (int i = 0; i < n; ++i) {
             if (events[i].data.u64 == UINT64_MAX) {
                 uint64_t v;
@@ -191,6 +272,7 @@ void Engine::run()
                 qp->rx_hangup();  // reported even without read interest (parked receiver)
         }
         fire_timers();
+        check_poll_leases();
     }
     exited_.store(true, std::memory_order_release);
 }

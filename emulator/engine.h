@@ -10,6 +10,11 @@
 // with no posted receive: its deadline, or a prompt re-run once a receive
 // is posted), the same way the CM loop keeps its MPA deadlines: the earliest
 // one bounds epoll_wait.
+//
+// And the poll-ownership leases (rx_poll_owner.cpp): while a polling
+// application thread owns some QP's receive path, the loop wakes once per
+// lease tick and hands back the receive path of every QP nobody polled
+// since the previous tick.
 #pragma once
 
 #include <atomic>
@@ -51,10 +56,20 @@ public:
     using Clock = std::chrono::steady_clock;
     void schedule_rx(uint32_t qp_num, Clock::time_point when);
 
+    // A polling thread took / gave back qp_num's receive path.
+    void poll_owner_add(uint32_t qp_num);
+    void poll_owner_remove(uint32_t qp_num);
+    static constexpr int poll_lease_tick_ms = 1;
+    // busy_poll = auto: no data-path verbs call for this long = the
+    // application sleeps elsewhere.
+    static constexpr std::chrono::milliseconds app_idle_after{2};
+
 private:
     void run();
     int next_timeout_ms(int idle_timeout_ms);
     void fire_timers();
+    int lease_timeout_ms(int timeout_ms);
+    void check_poll_leases();
 
     struct RxTimer {
         uint32_t qp_num;
@@ -69,6 +84,18 @@ private:
     std::mutex timers_lock_;
     std::vector<RxTimer> timers_;            // at most one per QP, few at a time
     std::atomic<size_t> timer_count_{0};     // lock-free "none armed" check per loop
+    // Poll ownership leases.  The loop keeps ticking a while after the last
+    // owner left (a ping-pong takes and returns ownership every message):
+    // only a loop asleep without a bound needs waking when ownership is taken.
+    std::mutex owners_lock_;
+    std::vector<uint32_t> owners_;
+    std::atomic<size_t> owner_count_{0};
+    std::atomic<uint32_t> owner_takes_{0};
+    std::atomic<bool> asleep_unbounded_{false};
+    uint32_t owner_takes_seen_ = 0;           // engine thread
+    int lease_idle_ticks_ = 0;                // engine thread: ticks without owners or takes
+    Clock::time_point next_lease_check_{};    // engine thread
+    static constexpr int poll_lease_linger_ticks = 200;
     std::thread thread_;
 };
 

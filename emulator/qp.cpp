@@ -145,6 +145,7 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
 
 int QueuePair::post_send(const SendWr* wrs, size_t n, size_t* bad)
 {
+    emu_.note_app_call();
     int rc = post_send_locked(wrs, n, bad);
     drain_deferred();
     return rc;
@@ -235,6 +236,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
 
 int QueuePair::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
 {
+    emu_.note_app_call();
     if (srq_) {
         if (bad) *bad = 0;
         return EINVAL;

@@ -76,6 +76,7 @@ struct QpCounters {
     std::atomic<uint64_t> rx_syscalls{0};
     std::atomic<uint64_t> rx_copied_bytes{0};  // payload octets that went through the staging buffer
     std::atomic<uint64_t> rx_rnr_waits{0};     // Sends that found no receive posted and waited for one
+    std::atomic<uint64_t> rx_engine_passes{0}; // receive passes the engine thread ran on EPOLLIN
 };
 
 // What the last Terminate (sent or received) said: tests and diagnostics.
@@ -161,6 +162,17 @@ public:
     bool shutdown_at_exit(std::chrono::steady_clock::time_point deadline);
     int socket_fd() const { return fd_.load(std::memory_order_acquire); }
 
+    // ---- poll ownership (rx_poll_owner.cpp) --------------------------------
+    // An application thread that busy-polls this QP's CQ takes the receive
+    // path over: the engine's EPOLLIN is dropped, so arriving octets wake no
+    // thread (each empty poll reads them itself).  The receive path goes back
+    // to the engine on a completion returned, on req_notify, or when the
+    // polls stop (the engine's lease check).
+    void poll_take_rx();          // an empty poll found nothing
+    void poll_return_rx();        // poller, CQ arm, or the engine's lease check
+    void poll_lease_tick();       // engine thread, once per lease tick: hand back if nobody polled
+    bool rx_poll_owned() const { return rx_poll_owned_.load(std::memory_order_relaxed); }
+
 private:
     // ---------------- send side ----------------
     enum class WqePhase : uint8_t { queued, sending, awaiting_response, done };
@@ -233,7 +245,8 @@ private:
     void tx_retire_locked(TxSlot& slot);
     void sq_complete_in_order_locked();
     void set_epollout_locked(bool on);
-    // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_ and epollout_.
+    // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_,
+    // rx_poll_owned_ and epollout_.
     void apply_epoll_interest_locked();
     // Local SGEs name octets by their region's Tagged Offsets (iova), which
     // differ from host addresses for zero-based / reg_mr_iova regions:
@@ -399,6 +412,10 @@ private:
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
     bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (apply_epoll_interest_locked)
+    // Poll ownership: changed under sq_lock_ (it decides EPOLLIN), read without.
+    std::atomic<bool> rx_poll_owned_{false};
+    std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
+    uint32_t rx_poll_count_seen_ = 0;         // engine thread: the count at the last lease tick
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
     // RFC 7306 (immediate_data.cpp)

@@ -78,6 +78,7 @@ WcStatus status_for_terminate(const TerminateCode& c)
 
 void QueuePair::rx_progress()
 {
+    counters_.rx_engine_passes.fetch_add(1, std::memory_order_relaxed);
     bool kick;
     {
         std::lock_guard<std::mutex> g(rx_lock_);
@@ -195,6 +196,11 @@ void QueuePair::rx_locked()
     // staging buffer are always processed before returning: level-triggered
     // epoll only brings us back for octets still in the socket.
     int reads = 0;
+    // A read that returned less than it asked for emptied the socket: once
+    // those octets are parsed, stop instead of paying for a read() that
+    // returns EAGAIN (level-triggered epoll, or the next poll, comes back
+    // for anything that arrived since).
+    bool drained = false;
     for (;;) {
         if (fd_.load(std::memory_order_relaxed) < 0) return;
         if (reads >= rx_read_budget && rx_pos_ == rx_end_) return;
@@ -220,6 +226,7 @@ void QueuePair::rx_locked()
                 if (!rx_handle_event(r.event)) return;
                 continue;
             }
+            if (drained) return;  // rx_progress kicks the TX after unlocking
             if (std::exchange(rx_tx_kick_, false)) {
                 // Everything read so far is parsed: answer it now, not after
                 // the next read() (a Read Response must not wait for an EAGAIN).
@@ -231,9 +238,12 @@ void QueuePair::rx_locked()
                 iovec iov[recv_wqe_max_sge + 2];
                 int cnt = rx_dest_range(rx_.payload_received(), need.max_octets, iov);
                 iov[cnt++] = {rx_staging_.data(), rx_lookahead};
+                size_t asked = 0;
+                for (int i = 0; i < cnt; ++i) asked += iov[i].iov_len;
                 k = ::readv(fd, iov, cnt);
                 counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
                 if (k > 0) {
+                    drained = static_cast<size_t>(k) < asked;
                     size_t placed = std::min<size_t>(static_cast<size_t>(k), need.max_octets);
                     rx_end_ = static_cast<size_t>(k) - placed;
                     rx_pos_ = 0;
@@ -249,6 +259,7 @@ void QueuePair::rx_locked()
                 k = ::read(fd, rx_staging_.data(), rx_read_hint_);
                 counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
                 if (k > 0) {
+                    drained = static_cast<size_t>(k) < rx_read_hint_;
                     rx_pos_ = 0;
                     rx_end_ = static_cast<size_t>(k);
                     continue;

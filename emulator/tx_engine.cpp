@@ -74,8 +74,10 @@ void QueuePair::apply_epoll_interest_locked()
         emu_.engine().set_write_only(fd, qp_num_);  // EOF already read: EPOLLIN would spin
     else
         // No read interest while the receive path is parked (rx_rnr_wait.cpp):
-        // level-triggered EPOLLIN would spin on the unread Send.
-        emu_.engine().set_interest(fd, qp_num_, !rx_read_paused_, epollout_);
+        // level-triggered EPOLLIN would spin on the unread Send; nor while a
+        // polling application thread owns it (rx_poll_owner.cpp).
+        emu_.engine().set_interest(fd, qp_num_, !rx_read_paused_ && !rx_poll_owned_.load(std::memory_order_relaxed),
+                                   epollout_);
 }
 
 bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,

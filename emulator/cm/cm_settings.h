@@ -52,9 +52,11 @@ struct CmSettings {
     // Whole startup exchange (TCP connect, Request, Reply, seed-002 Rtr frame)
     // must finish within this time (RFC 5044 §7.1.2 rules 8, 10; siw uses 5 s / 10 s).
     std::chrono::milliseconds mpa_timeout{5000};
-    // Connections a listener keeps in startup (TCP accepted, Request not yet
-    // answered by the ULP).  At the cap the listener stops accepting (the
-    // kernel backlog holds further SYNs) until one finishes.
+    // Connections a listener keeps in startup before their MPA Request is
+    // complete (awaiting_request).  At the cap a newly accepted connection
+    // evicts the oldest of them (closed abortively, never seen by the ULP),
+    // so silent connections cannot keep real clients out for an MPA timeout
+    // each.  At least 1 (Config key max_half_open, IWEMU_MAX_HALF_OPEN).
     unsigned max_half_open_per_listener = 64;
     // Largest PD_Length (RFC 6581 enhanced data included) this end sends.
     // RFC 5044 allows 512, but Linux siw drops a frame above 256 (CHECKLIST

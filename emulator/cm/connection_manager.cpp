@@ -43,6 +43,17 @@ static_assert(frame_buffer_size >= wire::terminate_ulpdu_max_size + 2 + 3 + 4 + 
 // triggered listener does not spin.
 constexpr auto accept_retry_delay = std::chrono::milliseconds(100);
 
+// Connections accepted per wake-up of a listener at most.  The listener is
+// level-triggered and comes straight back; meanwhile the connections just
+// accepted get their turn to deliver a Request before later accepts can
+// evict them, and other sockets are not starved by a flood of SYNs.
+constexpr unsigned accept_batch = 16;
+
+// Least depth of the kernel's accept queue behind a listener.  Since the cap
+// evicts instead of pausing, the queue only bridges the time between two
+// batches; a SYN dropped for lack of room is retransmitted after 1 s, 3 s ...
+constexpr int accept_queue_min = 128;
+
 // How long the CM thread stays without work before it exits.
 constexpr auto idle_linger = std::chrono::milliseconds(500);
 
@@ -81,9 +92,14 @@ struct ConnectionManager::Listener {
     ListenerId id = 0;
     int fd = -1;
     CmEventHandler handler;
-    unsigned half_open = 0;  // connections before connect_request
-    bool paused = false;     // EPOLLIN off: at the cap or backing off
-    std::optional<Clock::time_point> resume_at;
+    // Connections in awaiting_request, oldest first: the eviction order at
+    // CmSettings::max_half_open_per_listener.  Intrusive, so joining and
+    // leaving are O(1) without allocation.
+    Connection* oldest_half_open = nullptr;
+    Connection* newest_half_open = nullptr;
+    unsigned half_open = 0;
+    uint64_t evicted = 0;
+    std::optional<Clock::time_point> resume_at;  // accept() backing off (EMFILE, ENOMEM)
 };
 
 struct ConnectionManager::Connection {
@@ -91,7 +107,9 @@ struct ConnectionManager::Connection {
     ListenerId listener = 0;
     bool active = false;
     bool visible = false;            // the ULP knows the id: events go out
-    bool counted_half_open = false;  // counted in its listener's half_open
+    bool counted_half_open = false;  // on its listener's half-open list
+    Connection* older_half_open = nullptr;
+    Connection* newer_half_open = nullptr;
     StartupState state = StartupState::closed;
     int fd = -1;
     std::optional<Clock::time_point> deadline;
@@ -146,6 +164,7 @@ public:
     int disconnect(ConnectionId id, DisconnectMode mode);
     void notify_disconnected(ConnectionId id, int error);
     void destroy(ConnectionId id);
+    int listener_stats(ListenerId id, ListenerStats* out);
 
 private:
     // Work for the CM thread to do without the lock.
@@ -168,6 +187,10 @@ private:
 
     void dispatch_locked(const epoll_event& ev);
     void accept_ready_locked(Listener& l);
+    void make_room_locked(Listener& l);
+    unsigned half_open_cap() const { return std::max(settings_.max_half_open_per_listener, 1u); }
+    void half_open_join_locked(Listener& l, Connection& c);
+    void half_open_leave_locked(Connection& c);
     void pause_listener_locked(Listener& l, std::optional<Clock::time_point> resume_at);
     void resume_listener_locked(Listener& l);
     void connection_ready_locked(Connection& c, uint32_t events);
@@ -420,7 +443,10 @@ void ConnectionManager::Loop::dispatch_locked(const epoll_event& ev)
 
 void ConnectionManager::Loop::accept_ready_locked(Listener& l)
 {
-    while (l.half_open < settings_.max_half_open_per_listener) {
+    // No more than the cap per batch: every connection gets one turn of the
+    // loop (its Request read if it came) before it can be the oldest.
+    const unsigned batch = std::min(accept_batch, half_open_cap());
+    for (unsigned i = 0; i < batch; ++i) {
         const int fd = ::accept4(l.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -431,13 +457,16 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
             pause_listener_locked(l, Clock::now() + accept_retry_delay);
             return;
         }
+        // Room is made only for a connection really accepted: a spurious
+        // wake-up never costs anyone a slot.
+        if (l.half_open >= half_open_cap())
+            make_room_locked(l);
         set_nodelay(fd);
         auto c = std::make_unique<Connection>();
         c->id = next_id_++;
         c->listener = l.id;
         c->fd = fd;
         c->state = StartupState::awaiting_request;
-        c->counted_half_open = true;
         c->deadline = Clock::now() + settings_.mpa_timeout;  // RFC 5044 §7.1.2 rule 8
         c->handler = l.handler;
         local_address(fd, &c->local);
@@ -449,10 +478,60 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
             ::close(fd);
             continue;
         }
-        ++l.half_open;
+        half_open_join_locked(l, *c);
         connections_.emplace(c->id, std::move(c));
     }
-    pause_listener_locked(l, std::nullopt);  // at the cap: the kernel backlog waits
+}
+
+// At the cap: the oldest connection without a complete Request makes way for
+// the one just accepted.  It is read first, so a client whose Request already
+// sits in its socket buffer (accepted in a burst, not served yet) moves on
+// instead; only one that has really sent nothing complete is closed.  One
+// receive and at most one close per accept.
+void ConnectionManager::Loop::make_room_locked(Listener& l)
+{
+    receive_locked(*l.oldest_half_open);  // may complete its Request, or fail it
+    if (l.half_open < half_open_cap())
+        return;
+    Connection& victim = *l.oldest_half_open;
+    if (l.evicted++ == 0 || log_enabled(LogLevel::debug)) {
+        // Once per listener at warn (an attack, or more simultaneous clients
+        // than the cap), every time at debug.
+        char peer[64];
+        log_message(l.evicted == 1 ? LogLevel::warn : LogLevel::debug,
+                    "cm: %u connections without a complete MPA Request on one listener: "
+                    "closing the oldest (from %s) to accept a new one",
+                    l.half_open, format_address(victim.peer, peer, sizeof(peer)));
+    }
+    // Not visible: no event.  RST, so nothing lingers on our side.
+    retire_locked(victim, true);
+}
+
+void ConnectionManager::Loop::half_open_join_locked(Listener& l, Connection& c)
+{
+    c.counted_half_open = true;
+    c.older_half_open = l.newest_half_open;
+    c.newer_half_open = nullptr;
+    if (l.newest_half_open)
+        l.newest_half_open->newer_half_open = &c;
+    else
+        l.oldest_half_open = &c;
+    l.newest_half_open = &c;
+    ++l.half_open;
+}
+
+void ConnectionManager::Loop::half_open_leave_locked(Connection& c)
+{
+    if (!c.counted_half_open)
+        return;
+    c.counted_half_open = false;
+    auto it = listeners_.find(c.listener);
+    assert(it != listeners_.end());  // stop_listening retires them first
+    Listener& l = *it->second;
+    (c.older_half_open ? c.older_half_open->newer_half_open : l.oldest_half_open) = c.newer_half_open;
+    (c.newer_half_open ? c.newer_half_open->older_half_open : l.newest_half_open) = c.older_half_open;
+    c.older_half_open = c.newer_half_open = nullptr;
+    --l.half_open;
 }
 
 void ConnectionManager::Loop::pause_listener_locked(Listener& l,
@@ -462,7 +541,6 @@ void ConnectionManager::Loop::pause_listener_locked(Listener& l,
     ev.events = 0;
     ev.data.u64 = l.id | listener_tag;
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
-    l.paused = true;
     l.resume_at = resume_at;
 }
 
@@ -472,7 +550,6 @@ void ConnectionManager::Loop::resume_listener_locked(Listener& l)
     ev.events = EPOLLIN;
     ev.data.u64 = l.id | listener_tag;
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
-    l.paused = false;
     l.resume_at.reset();
 }
 
@@ -540,16 +617,8 @@ void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t ev
 void ConnectionManager::Loop::set_state_locked(Connection& c, StartupState to)
 {
     assert(startup_transition_allowed(c.state, to));
-    if (c.counted_half_open && to != StartupState::awaiting_request) {
-        c.counted_half_open = false;
-        auto it = listeners_.find(c.listener);
-        if (it != listeners_.end()) {
-            Listener& l = *it->second;
-            --l.half_open;
-            if (l.paused && !l.resume_at)
-                resume_listener_locked(l);
-        }
-    }
+    if (to != StartupState::awaiting_request)
+        half_open_leave_locked(c);
     c.state = to;
 }
 
@@ -871,10 +940,10 @@ int ConnectionManager::Loop::listen(const sockaddr* addr, socklen_t addr_len, in
     sockaddr_storage where{};
     // The rdma_cm backlog counts requests handed to the ULP (the caller keeps
     // it); the kernel queue only holds handshakes until this loop accepts
-    // them.  Kept at least as deep as the half-open cap: a tiny one (rping
-    // asks for 3) drops a burst of SYNs, and clients then back off for
-    // seconds behind connections that will never send a Request.
-    const int tcp_backlog = std::max(backlog, static_cast<int>(settings_.max_half_open_per_listener));
+    // them.  Kept deep: a tiny one (rping asks for 3) drops a burst of SYNs,
+    // and clients then back off for seconds behind connections that will
+    // never send a Request.
+    const int tcp_backlog = std::max({backlog, static_cast<int>(half_open_cap()), accept_queue_min});
     const int fd = open_listener(addr, addr_len, tcp_backlog, &where);
     if (fd < 0)
         return fd;
@@ -908,10 +977,8 @@ int ConnectionManager::Loop::stop_listening(ListenerId id)
     auto it = listeners_.find(id);
     if (it == listeners_.end())
         return -ENOENT;
-    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second->fd, nullptr);
-    ::close(it->second->fd);
-    listeners_.erase(it);
-    // Connections nobody has heard of yet go with the listener.
+    // Connections nobody has heard of yet go with the listener (before it:
+    // they leave its half-open list).
     std::vector<ConnectionId> orphans;
     for (const auto& [cid, c] : connections_)
         if (c->listener == id && !c->visible)
@@ -919,7 +986,23 @@ int ConnectionManager::Loop::stop_listening(ListenerId id)
     for (ConnectionId cid : orphans)
         if (Connection* c = find_locked(cid))
             retire_locked(*c, true);
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, it->second->fd, nullptr);
+    ::close(it->second->fd);
+    listeners_.erase(it);
     wake();
+    return 0;
+}
+
+int ConnectionManager::Loop::listener_stats(ListenerId id, ListenerStats* out)
+{
+    if (!out)
+        return -EINVAL;
+    std::lock_guard lock(mu_);
+    auto it = listeners_.find(id);
+    if (it == listeners_.end())
+        return -ENOENT;
+    out->half_open = it->second->half_open;
+    out->evicted = it->second->evicted;
     return 0;
 }
 
@@ -1126,5 +1209,10 @@ void ConnectionManager::notify_disconnected(ConnectionId id, int error)
 }
 
 void ConnectionManager::destroy(ConnectionId id) { loop_->destroy(id); }
+
+int ConnectionManager::listener_stats(ListenerId id, ListenerStats* out) const
+{
+    return loop_->listener_stats(id, out);
+}
 
 }  // namespace iwemu::cm

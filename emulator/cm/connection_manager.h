@@ -150,6 +150,12 @@ struct ConnectArgs {
     CmEventHandler handler;
 };
 
+// Half-open accounting of one listener (diagnostics, tests).
+struct ListenerStats {
+    unsigned half_open = 0;  // accepted, MPA Request not complete yet
+    uint64_t evicted = 0;    // closed at CmSettings::max_half_open_per_listener for a newer one
+};
+
 struct AcceptArgs {
     uint16_t ird = 0;  // responder_resources
     uint16_t ord = 0;  // initiator_depth
@@ -169,7 +175,10 @@ public:
 
     // Passive side.  Binds and listens (SO_REUSEADDR); `bound` receives the
     // actual address (port 0 picks one).  Returns 0 or a negative errno
-    // (-EADDRINUSE, -EINVAL, ...).
+    // (-EADDRINUSE, -EINVAL, ...).  A listener keeps at most
+    // CmSettings::max_half_open_per_listener connections whose MPA Request
+    // is not complete; at the cap each newly accepted connection evicts the
+    // oldest of them (closed with RST, no event: the ULP never saw it).
     int listen(const sockaddr* addr, socklen_t addr_len, int backlog, CmEventHandler handler,
                ListenerId* id, sockaddr_storage* bound = nullptr);
     // Stops listening; connections that already delivered connect_request
@@ -201,6 +210,9 @@ public:
     // Retires an id without further events (rdma_destroy_id); a connection
     // still in startup is closed abortively.
     void destroy(ConnectionId id);
+
+    // 0, -ENOENT for an unknown listener, -EINVAL without `out`.
+    int listener_stats(ListenerId id, ListenerStats* out) const;
 
 private:
     struct Listener;

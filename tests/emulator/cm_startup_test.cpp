@@ -2,6 +2,7 @@
 // a raw socket playing a peer byte by byte), MPA startup, hand-off of the
 // socket to an Endpoint.  Every wait is bounded.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -951,30 +953,204 @@ TEST(CmRawPeer, SilentClientIsDroppedAfterTheMpaTimeoutAndTheListenerKeepsServin
     EXPECT_EQ(srv.log.size(), 0u);
 }
 
-TEST(CmRawPeer, HalfOpenCapPausesTheListenerUntilTheTimeoutFreesASlot)
+// Descriptors this process holds (server and client sides alike).
+size_t open_fds()
 {
+    size_t n = 0;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+        while (::readdir(d))
+            ++n;
+        ::closedir(d);
+    }
+    return n;
+}
+
+ListenerStats stats_of(const ConnectionManager& cm, ListenerId lid)
+{
+    ListenerStats st;
+    EXPECT_EQ(cm.listener_stats(lid, &st), 0);
+    return st;
+}
+
+// Polls until the listener counts `half_open` connections (bounded).
+bool half_open_reaches(const ConnectionManager& cm, ListenerId lid, unsigned half_open)
+{
+    const auto end = std::chrono::steady_clock::now() + wait_limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (stats_of(cm, lid).half_open == half_open)
+            return true;
+        std::this_thread::sleep_for(5ms);
+    }
+    return false;
+}
+
+// At the cap a new connection evicts the oldest one that has sent nothing
+// complete, at once: a real client does not wait for the MPA timeout (10 s
+// here) behind silent ones.
+TEST(CmRawPeer, HalfOpenCapEvictsTheOldestSilentConnectionForANewOne)
+{
+    constexpr unsigned cap = 4;
     CmSettings capped;
-    capped.mpa_timeout = 300ms;
-    capped.max_half_open_per_listener = 2;
+    capped.mpa_timeout = 10s;
+    capped.max_half_open_per_listener = cap;
     CmEventLog client_log;
     AttachLog qp, client_qp;
     ConnectionManager client;
     RawPeerListener srv(capped);
-    const int s1 = raw_connect(srv.addr), s2 = raw_connect(srv.addr);
-    ASSERT_GE(s1, 0);
-    ASSERT_GE(s2, 0);
-    std::this_thread::sleep_for(50ms);
+
+    // Fill the slots: one silent, the others with part of a Request.
+    const Bytes request = encode(wire::MpaFrame{});
+    std::vector<int> first;
+    for (unsigned i = 0; i < cap; ++i) {
+        first.push_back(raw_connect(srv.addr));
+        ASSERT_GE(first.back(), 0);
+        if (i > 0) {
+            ASSERT_TRUE(write_all(first.back(), Bytes(request.begin(), request.begin() + 4 * i)));
+        }
+    }
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, cap));
+
+    // Each newcomer evicts the oldest, in order, and the count stays at the cap.
+    std::vector<int> second;
+    for (unsigned i = 0; i < cap; ++i) {
+        second.push_back(raw_connect(srv.addr));
+        ASSERT_GE(second.back(), 0);
+        EXPECT_TRUE(peer_closes(first[i], 1s)) << i;
+        for (unsigned j = i + 1; j < cap; ++j)
+            EXPECT_FALSE(peer_closes(first[j], 20ms)) << i << " " << j;
+    }
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, cap));
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, cap);
+
+    // A real client is served promptly; the oldest silent one made way.
+    const auto start = std::chrono::steady_clock::now();
     ConnectionId cid = 0;
     ASSERT_EQ(client.connect(connect_args(srv.addr, client_log, client_qp), &cid), 0);
-    // Not served before the silent two time out...
-    EXPECT_FALSE(srv.log.wait(CmEventType::connect_request, 150ms));
-    // ...then it is.
-    auto req = srv.log.wait(CmEventType::connect_request, 3s);
+    auto req = srv.log.wait(CmEventType::connect_request, 2s);
     ASSERT_TRUE(req);
-    EXPECT_TRUE(peer_closes(s1, 1s));
-    EXPECT_TRUE(peer_closes(s2, 1s));
-    ::close(s1);
-    ::close(s2);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+    EXPECT_TRUE(peer_closes(second[0], 1s));
+    AcceptArgs aa;
+    aa.endpoint = qp.endpoint();
+    ASSERT_EQ(srv.cm.accept(req->connection, aa), 0);
+    EXPECT_TRUE(client_log.wait(CmEventType::established));
+    EXPECT_TRUE(srv.log.wait(CmEventType::established));
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, cap + 1);
+
+    // Evicted connections never reached the ULP.
+    EXPECT_EQ(srv.log.size(), 0u);
+    for (int fd : first)
+        ::close(fd);
+    for (int fd : second)
+        ::close(fd);
+}
+
+// A stream of silent connections costs the listener at most `cap`
+// descriptors, and nothing reaches the ULP.
+TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
+{
+    constexpr unsigned cap = 4;
+    constexpr int rounds = 48;
+    CmSettings capped;
+    capped.mpa_timeout = 10s;
+    capped.max_half_open_per_listener = cap;
+    CmEventLog log;
+    ConnectionManager cm(capped);
+    ListenerId lid = 0;
+    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    // One connection first, so the CM thread and its descriptors exist.
+    const int warm = raw_connect(addr);
+    ASSERT_GE(warm, 0);
+    ASSERT_TRUE(half_open_reaches(cm, lid, 1));
+    const size_t base = open_fds();
+
+    std::deque<int> open;  // oldest first, as the listener sees them
+    open.push_back(warm);
+    size_t peak = 0;
+    int evicted_seen = 0;
+    for (int i = 0; i < rounds; ++i) {
+        const int fd = raw_connect(addr);
+        ASSERT_GE(fd, 0);
+        open.push_back(fd);
+        if (open.size() > cap) {
+            // The oldest goes; the client closes its end when it sees that.
+            EXPECT_TRUE(peer_closes(open.front(), 1s)) << i;
+            ::close(open.front());
+            open.pop_front();
+            ++evicted_seen;
+        }
+        peak = std::max(peak, open_fds());
+        EXPECT_LE(stats_of(cm, lid).half_open, cap);
+    }
+    // Ours: `cap` client ends; the listener's: `cap` server ends (minus the
+    // one client end counted in base).
+    EXPECT_LE(peak, base + 2 * cap);
+    EXPECT_EQ(stats_of(cm, lid).evicted, static_cast<uint64_t>(evicted_seen));
+    EXPECT_EQ(log.size(), 0u);
+    for (int fd : open)
+        ::close(fd);
+}
+
+// Clients that sent their Request are never evicted, even when they pile up
+// far beyond the cap while the CM thread is busy (here: in a ULP handler):
+// the oldest is read before it would be closed.
+TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
+{
+    constexpr unsigned cap = 2;
+    constexpr int clients = 12;
+    CmSettings capped;
+    capped.mpa_timeout = 10s;
+    capped.max_half_open_per_listener = cap;
+    CmEventLog log;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false, held = false;
+    CmEventHandler record = log.handler();
+    CmEventHandler hold_first = [&](const CmEvent& ev) {
+        record(ev);
+        std::unique_lock lock(mu);
+        if (!held) {
+            held = true;
+            cv.wait_for(lock, wait_limit, [&] { return release; });
+        }
+    };
+    ConnectionManager cm(capped);
+    ListenerId lid = 0;
+    const sockaddr_storage any = loopback();
+    sockaddr_storage addr{};
+    ASSERT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 16, hold_first, &lid, &addr), 0);
+    wire::MpaFrame f;
+    f.type = wire::MpaFrameType::request;
+    f.rev = 1;
+    f.crc = true;
+    const Bytes request = encode(f);
+
+    // The first client's connect_request holds the CM thread...
+    std::vector<int> fds;
+    fds.push_back(raw_connect(addr));
+    ASSERT_GE(fds.back(), 0);
+    ASSERT_TRUE(write_all(fds.back(), request));
+    ASSERT_TRUE(log.wait(CmEventType::connect_request));
+    // ...while the others connect and send their Request into the kernel's
+    // accept queue.
+    for (int i = 0; i < clients; ++i) {
+        fds.push_back(raw_connect(addr));
+        ASSERT_GE(fds.back(), 0);
+        ASSERT_TRUE(write_all(fds.back(), request));
+    }
+    {
+        std::lock_guard lock(mu);
+        release = true;
+    }
+    cv.notify_all();
+    for (int i = 0; i < clients; ++i) {
+        auto req = log.wait(CmEventType::connect_request, 2s);
+        ASSERT_TRUE(req) << i;
+        cm.reject(req->connection, {});
+    }
+    EXPECT_EQ(stats_of(cm, lid).evicted, 0u);
+    for (int fd : fds)
+        ::close(fd);
 }
 
 // rping listens with a backlog of 3.  The kernel queue behind the listener

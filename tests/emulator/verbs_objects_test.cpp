@@ -372,7 +372,7 @@ TEST(Config, ParsesFileAndRejectsBadValues)
     EXPECT_TRUE(c.markers);
     EXPECT_EQ(c.mpa_revision, 1);
     EXPECT_EQ(c.rtr_types, "read,send");
-    EXPECT_TRUE(c.busy_poll);
+    EXPECT_EQ(c.busy_poll, BusyPoll::on);
     EXPECT_EQ(c.log_level, LogLevel::debug);
     EXPECT_EQ(c.ird, 128);  // 300 refused, default kept
     EXPECT_NE(report.find("line 8"), std::string::npos);

@@ -1,0 +1,70 @@
+// Poll ownership of the receive path.
+//
+// An application thread spinning in ibv_poll_cq already runs the receive
+// path of the CQ's QPs on every empty poll (cq.cpp).  While the engine
+// thread also waits for EPOLLIN, every arriving FPDU wakes it: it preempts
+// the polling thread (on a 2-core machine usually the same core), mostly to
+// find the octets already read, and the two context switches cost more than
+// the whole receive.  So a poller that keeps finding nothing takes the
+// socket's read interest away from the engine and is then the only reader.
+//
+// The engine must get it back whenever the application may stop polling
+// and still expect progress (Read Responses to send, RDMA Writes to place
+// into memory it spins on, completions it sleeps for):
+//   - a poll that returns completions hands it back (the application now
+//     does something else, maybe waits on memory);
+//   - req_notify hands it back (the application is about to sleep);
+//   - the engine's lease check hands back what nobody polled for one tick
+//     (an application that gave up polling without either).
+// Only EPOLLIN moves: EPOLLOUT (a send backlog) and hang-ups stay the
+// engine's, and an RNR-parked receiver keeps its own rule.
+#include "emulator/emulator.h"
+#include "emulator/engine.h"
+#include "emulator/qp.h"
+
+namespace iwemu {
+
+void QueuePair::poll_take_rx()
+{
+    if (rx_poll_owned_.load(std::memory_order_relaxed)) {
+        // Any change tells the lease check the poller is still there.
+        rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        return;
+    }
+    std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
+    if (!g.owns_lock()) return;  // busy: the next empty poll tries again
+    if (fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_)
+        return;
+    rx_poll_owned_.store(true, std::memory_order_relaxed);
+    apply_epoll_interest_locked();
+    emu_.engine().poll_owner_add(qp_num_);
+}
+
+void QueuePair::poll_return_rx()
+{
+    if (!rx_poll_owned_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> g(sq_lock_);
+    if (!rx_poll_owned_.load(std::memory_order_relaxed)) return;
+    rx_poll_owned_.store(false, std::memory_order_relaxed);
+    // Level-triggered: octets that arrived meanwhile wake the engine at once.
+    apply_epoll_interest_locked();
+    emu_.engine().poll_owner_remove(qp_num_);
+}
+
+void QueuePair::poll_lease_tick()
+{
+    const uint32_t polls = rx_poll_count_.load(std::memory_order_relaxed);
+    const bool lapsed = polls == rx_poll_count_seen_;
+    rx_poll_count_seen_ = polls;
+    std::lock_guard<std::mutex> g(sq_lock_);
+    if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
+        emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number
+        return;
+    }
+    if (!lapsed) return;
+    rx_poll_owned_.store(false, std::memory_order_relaxed);
+    apply_epoll_interest_locked();
+    emu_.engine().poll_owner_remove(qp_num_);
+}
+
+}  // namespace iwemu
