@@ -99,26 +99,27 @@ int decode_command(int argc, char** argv)
             return true;
         };
         std::string_view v;
+        auto on_off = [&](bool& out) {
+            if (value(v) && parse_on_off(v, out))
+                return true;
+            // a, not argv[i]: value() has moved i on to the value.
+            std::fprintf(stderr, "iwemu decode: %.*s takes on or off\n", static_cast<int>(a.size()), a.data());
+            return false;
+        };
         if (a == "-h" || a == "--help") {
             print_decode_usage(false);
             return 0;
         } else if (a == "--crc") {
             bool b;
-            if (!value(v) || !parse_on_off(v, b)) {
-                std::fputs("iwemu decode: --crc takes on or off\n", stderr);
+            if (!on_off(b))
                 return exit_usage;
-            }
             options.crc = b;
         } else if (a == "--markers") {
-            if (!value(v) || !parse_on_off(v, options.markers)) {
-                std::fputs("iwemu decode: --markers takes on or off\n", stderr);
+            if (!on_off(options.markers))
                 return exit_usage;
-            }
         } else if (a == "--rfc7306") {
-            if (!value(v) || !parse_on_off(v, options.rfc7306)) {
-                std::fputs("iwemu decode: --rfc7306 takes on or off\n", stderr);
+            if (!on_off(options.rfc7306))
                 return exit_usage;
-            }
         } else if (a == "--start") {
             if (!value(v))
                 return exit_usage;

@@ -164,6 +164,7 @@ public:
     int run_oob();  // -m oob: ibv_modify_qp with an address vector, no rdma_cm
 
 private:
+    int finish();
     void report_figures(const ProcSample& before, const ProcSample& after, double setup_s, double setup_cpu,
                         double exchange_s);
     void create_qp_oob(Conn& c);
@@ -552,6 +553,21 @@ void Bench::report_figures(const ProcSample& before, const ProcSample& after, do
     std::fflush(stdout);
 }
 
+// Once the QPs are gone: frees what setup_device() (and the listener) made
+// and reports the verdict, which is the exit status.
+int Bench::finish()
+{
+    if (listen_id_) rdma_destroy_id(listen_id_);
+    ibv_dereg_mr(mr_);
+    ibv_destroy_comp_channel(cch_);
+    ibv_dealloc_pd(pd_);
+    rdma_destroy_event_channel(ech_);
+    freeaddrinfo(dst_);
+    const bool ok = bad_data_ == 0 && exchanged_ == opt_.connections && failed_ == 0;
+    report("result", "%s", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
+
 int Bench::run()
 {
     deadline_ = Clock::now() + std::chrono::seconds(opt_.timeout_s);
@@ -602,15 +618,7 @@ int Bench::run()
     }
     if (shared_cq_ && ibv_destroy_cq(shared_cq_)) die("ibv_destroy_cq: %s", std::strerror(errno));
     report("teardown_seconds", "%.3f", std::chrono::duration<double>(Clock::now() - t2).count());
-    if (listen_id_) rdma_destroy_id(listen_id_);
-    ibv_dereg_mr(mr_);
-    ibv_destroy_comp_channel(cch_);
-    ibv_dealloc_pd(pd_);
-    rdma_destroy_event_channel(ech_);
-    freeaddrinfo(dst_);
-    const bool ok = bad_data_ == 0 && exchanged_ == n && failed_ == 0;
-    report("result", "%s", ok ? "ok" : "FAILED");
-    return ok ? 0 : 1;
+    return finish();
 }
 
 // ---- without rdma_cm: QP numbers swapped over a TCP socket of our own, then
@@ -762,14 +770,7 @@ int Bench::run_oob()
         if (ibv_destroy_cq(c.cq)) die("ibv_destroy_cq: %s", std::strerror(errno));
     }
     report("teardown_seconds", "%.3f", std::chrono::duration<double>(Clock::now() - t2).count());
-    ibv_dereg_mr(mr_);
-    ibv_destroy_comp_channel(cch_);
-    ibv_dealloc_pd(pd_);
-    rdma_destroy_event_channel(ech_);
-    freeaddrinfo(dst_);
-    const bool ok = bad_data_ == 0 && exchanged_ == n && failed_ == 0;
-    report("result", "%s", ok ? "ok" : "FAILED");
-    return ok ? 0 : 1;
+    return finish();
 }
 
 void usage()

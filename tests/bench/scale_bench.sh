@@ -9,17 +9,9 @@ here=$(dirname "$0")
 run=$1 bench=$2 n=${3:-1000} addr=${4:-127.0.0.1}
 shift $(( $# < 4 ? $# : 4 ))
 limit=$(( 30 + n / 20 ))   # seconds; generous: the machine may be shared
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-timeout $((limit + 15)) "$run" "$bench" server -a "$addr" -p "$port" -n "$n" -t "$limit" "$@" > "$dir/server.log" 2>&1 &
-server=$!
-wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-timeout $((limit + 5)) "$run" "$bench" client -a "$addr" -p "$port" -n "$n" -t "$limit" "$@" > "$dir/client.log" 2>&1
-client_rc=$?
-wait $server
-server_rc=$?
+pair_setup "$addr"
+pair_limit=$((limit + 15)) server_client "$run" "$bench" server -a "$addr" -p "$port" -n "$n" -t "$limit" "$@" -- \
+    "$bench" client -a "$addr" -p "$port" -n "$n" -t "$limit" "$@"
 cat "$dir/server.log" "$dir/client.log"
 [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "client rc=$client_rc server rc=$server_rc"
 for side in server client; do

@@ -1,6 +1,15 @@
-# Sourced by the conformance scripts: a private loopback capture.
+# Sourced by the conformance scripts: a private loopback capture judged by
+# tshark.  Skips the test (77) at once where tshark or dumpcap is missing.
 # start_capture DIR: picks $port and starts dumpcap on it, writing $cap; the
-# caller kills $dc when done.  Needs skip() from the caller.
+# caller kills $dc when done.
+# T ARGS...: tshark on $cap.
+
+# fail MSG: a failed check; the script goes on and exits 1 at the end ($failed).
+fail() { echo "FAIL: $*" >&2; failed=1; }
+# skip MSG: this machine cannot run the test.
+skip() { echo "SKIPPED: $*"; exit 77; }
+failed=0
+command -v tshark >/dev/null && command -v dumpcap >/dev/null || skip "tshark/dumpcap not installed"
 
 # A port with no registered TCP dissector (ORACLE §2: none in 49000-51999 in
 # tshark 4.0) that no socket uses, TIME_WAIT included, so the capture is ours alone.
@@ -28,3 +37,7 @@ start_capture() {
     fi
     sleep 0.5   # dumpcap catches packets only a moment after writing its header
 }
+
+# Send payloads are offered to the RPC-over-RDMA and SMB Direct heuristics,
+# which call arbitrary test data malformed (ORACLE.md §2): both off.
+T() { tshark -n -r "$cap" --disable-protocol rpcordma --disable-protocol smb_direct "$@" 2>/dev/null; }

@@ -32,17 +32,13 @@ for v in crc markers p2p; do
     case ${!v} in 1|on|yes|true) eval $v=1 ;; *) eval $v=0 ;; esac
 done
 
-fail() { echo "FAIL: $*" >&2; failed=1; }
-skip() { echo "SKIPPED: $*"; exit 77; }
-failed=0
-command -v tshark >/dev/null && command -v dumpcap >/dev/null || skip "tshark/dumpcap not installed"
+. "$(dirname "$0")/capture_lib.sh"
 
 dir=$(mktemp -d)
 dc=
 cleanup() { [ -n "$dc" ] && kill "$dc" 2>/dev/null; if [ -n "${CONFORMANCE_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi; }
 trap cleanup EXIT
 
-. "$(dirname "$0")/capture_lib.sh"
 start_capture "$dir"
 
 wait_listen() {
@@ -92,7 +88,6 @@ if [ $crc_rc -ne 0 ] || [ $server_rc -ne 0 ]; then
     exit 1
 fi
 
-T() { tshark -n -r "$cap" --disable-protocol rpcordma --disable-protocol smb_direct "$@" 2>/dev/null; }
 count_values() { tr ',' '\n' | grep -c . ; }
 echo "== $prog COUNT=$count crc=$crc markers=$markers rev=$rev p2p=$p2p rtr=$rtr port=$port"
 

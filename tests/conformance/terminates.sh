@@ -11,15 +11,11 @@
 set -u
 hostile=$1 run=$2 victim=$3
 shift 3
-fail() { echo "FAIL: $*" >&2; failed=1; }
-skip() { echo "SKIPPED: $*"; exit 77; }
-failed=0
-command -v tshark >/dev/null && command -v dumpcap >/dev/null || skip "tshark/dumpcap not installed"
+. "$(dirname "$0")/capture_lib.sh"
 dir=$(mktemp -d)
 dc=
 trap '[ -n "$dc" ] && kill "$dc" 2>/dev/null; rm -rf "$dir"' EXIT
 
-. "$(dirname "$0")/capture_lib.sh"
 start_capture "$dir"
 
 HOSTILE_PORT=$port "$hostile" "$run" "$victim" "$@" > "$dir/hostile.log" 2>&1
@@ -29,7 +25,6 @@ kill -INT $dc; wait $dc; dc=
 grep -E '^(PASS|FAIL|OK|FAILED)' "$dir/hostile.log"
 [ $rc -eq 0 ] || fail "hostile_peer failed (rc=$rc)"
 
-T() { tshark -n -r "$cap" --disable-protocol rpcordma --disable-protocol smb_direct "$@" 2>/dev/null; }
 num() { [ -n "$1" ] && printf '%d' "$1"; }
 
 # hostile_peer: "terminate received on local port P: L/E/0xCC D=d R=r"

@@ -3,49 +3,16 @@
 // graceful disconnect and a peer killed mid-transfer.  Bounded waits.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <deque>
-
 #include "emulator/cm/connection_manager.h"
+#include "tests/emulator/cm_event_log.h"
 #include "tests/emulator/qp_loopback_fixture.h"
 
 namespace iwemu::cm {
 namespace {
 
 using namespace std::chrono_literals;
+using test::CmEventLog;
 using test::Side;
-
-class CmEvents {
-public:
-    CmEventHandler handler()
-    {
-        return [this](const CmEvent& ev) {
-            std::lock_guard lock(mu_);
-            events_.push_back(ev);
-            cv_.notify_all();
-        };
-    }
-    std::optional<CmEvent> wait(CmEventType type, std::chrono::milliseconds limit = 5s)
-    {
-        std::unique_lock lock(mu_);
-        std::optional<CmEvent> out;
-        cv_.wait_for(lock, limit, [&] {
-            for (auto it = events_.begin(); it != events_.end(); ++it)
-                if (it->type == type) {
-                    out = *it;
-                    events_.erase(it);
-                    return true;
-                }
-            return false;
-        });
-        return out;
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<CmEvent> events_;
-};
 
 // What the rdma_cm emulation does for a QP: attach, report the end of the
 // stream back to the CM, forward disconnect().
@@ -71,7 +38,7 @@ Endpoint qp_endpoint(QueuePair* qp, ConnectionManager& cm)
 
 struct CmQpPair {
     // Declared first, destroyed last: the CMs' handlers point here.
-    CmEvents server_events, client_events;
+    CmEventLog server_events, client_events;
     std::unique_ptr<Side> server, client;
     ConnectionManager server_cm, client_cm;
     ListenerId listener = 0;

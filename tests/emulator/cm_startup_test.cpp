@@ -25,65 +25,18 @@
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/mpa_frame.h"
 #include "emulator/wire/terminate_message.h"
+#include "tests/emulator/cm_event_log.h"
 
 namespace iwemu::cm {
 namespace {
 
 using namespace std::chrono_literals;
 using Bytes = std::vector<uint8_t>;
+using test::CmEventLog;
 
 constexpr auto wait_limit = 5s;
 
 Bytes bytes_of(std::string_view s) { return Bytes(s.begin(), s.end()); }
-
-// Collects a handler's events; waits are bounded.
-class EventLog {
-public:
-    CmEventHandler handler()
-    {
-        return [this](const CmEvent& ev) {
-            std::lock_guard lock(mu_);
-            events_.push_back(ev);
-            cv_.notify_all();
-        };
-    }
-    // First event of `type`, removed from the log.
-    std::optional<CmEvent> wait(CmEventType type, std::chrono::milliseconds limit = wait_limit)
-    {
-        std::unique_lock lock(mu_);
-        std::optional<CmEvent> out;
-        cv_.wait_for(lock, limit, [&] {
-            for (auto it = events_.begin(); it != events_.end(); ++it)
-                if (it->type == type) {
-                    out = *it;
-                    events_.erase(it);
-                    return true;
-                }
-            return false;
-        });
-        return out;
-    }
-    // Any event, removed from the log.
-    std::optional<CmEvent> next(std::chrono::milliseconds limit = wait_limit)
-    {
-        std::unique_lock lock(mu_);
-        if (!cv_.wait_for(lock, limit, [&] { return !events_.empty(); }))
-            return std::nullopt;
-        CmEvent ev = events_.front();
-        events_.pop_front();
-        return ev;
-    }
-    size_t size()
-    {
-        std::lock_guard lock(mu_);
-        return events_.size();
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<CmEvent> events_;
-};
 
 // Stands in for a QP: takes the socket and remembers the parameters.
 class AttachLog {
@@ -147,13 +100,27 @@ sockaddr_storage loopback(uint16_t port = 0)
 
 uint16_t port_of(const sockaddr_storage& ss) { return ntohs(reinterpret_cast<const sockaddr_in&>(ss).sin_port); }
 
-sockaddr_storage listen_loopback(ConnectionManager& cm, EventLog& log, ListenerId* id)
+sockaddr_storage listen_loopback(ConnectionManager& cm, CmEventLog& log, ListenerId* id)
 {
     const sockaddr_storage any = loopback();
     sockaddr_storage bound{};
     EXPECT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 16, log.handler(), id, &bound), 0);
     return bound;
 }
+
+// A ConnectionManager listening on a loopback port, for the tests that play
+// its peer on a raw socket.  The CM is destroyed first: its handler points
+// at log.
+struct RawPeerListener {
+    explicit RawPeerListener(const CmSettings& settings = {}) : cm(settings)
+    {
+        addr = listen_loopback(cm, log, &lid);
+    }
+    CmEventLog log;
+    ConnectionManager cm;
+    ListenerId lid = 0;
+    sockaddr_storage addr{};
+};
 
 // A port with nobody listening: bind, note the port, close.
 uint16_t closed_port()
@@ -282,7 +249,7 @@ wire::MpaFrame parse(const Bytes& b, wire::MpaFrameType type)
     return r.frame;
 }
 
-ConnectArgs connect_args(const sockaddr_storage& to, EventLog& log, AttachLog& qp, const Bytes& pd = {},
+ConnectArgs connect_args(const sockaddr_storage& to, CmEventLog& log, AttachLog& qp, const Bytes& pd = {},
                          uint16_t ird = 8, uint16_t ord = 8)
 {
     ConnectArgs a;
@@ -294,6 +261,22 @@ ConnectArgs connect_args(const sockaddr_storage& to, EventLog& log, AttachLog& q
     a.handler = log.handler();
     return a;
 }
+
+// A ConnectionManager connecting to a raw listening socket, for the tests
+// that play its peer (the Responder) by hand.  The CM goes first: its
+// handlers point at log and qp.
+struct RawPeerResponder {
+    explicit RawPeerResponder(const CmSettings& settings = {}) : cm(settings) {}
+    ~RawPeerResponder() { ::close(lfd); }
+    int start_connect(const Bytes& pd = {}) { return cm.connect(connect_args(addr, log, qp, pd), &id); }
+
+    sockaddr_storage addr{};
+    const int lfd = raw_listen(&addr);
+    CmEventLog log;
+    AttachLog qp;
+    ConnectionManager cm;
+    ConnectionId id = 0;
+};
 
 // Both fds of a handed-off pair talk to each other.
 void expect_connected(int a, int b)
@@ -309,7 +292,7 @@ void expect_connected(int a, int b)
 
 // A complete CM <-> CM connection with the given settings on each side.
 struct Pair {
-    EventLog server_log, client_log;
+    CmEventLog server_log, client_log;
     AttachLog server_qp, client_qp;
     ConnectionManager server, client;
     ListenerId listener = 0;
@@ -323,12 +306,18 @@ struct Pair {
         addr = listen_loopback(server, server_log, &listener);
     }
 
+    // The client connects; the server's connect request lands in `request`.
+    void request_connection(ConnectionId* cid, const Bytes& req_pd = {})
+    {
+        ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp, req_pd), cid), 0);
+        request = server_log.wait(CmEventType::connect_request);
+        ASSERT_TRUE(request);
+    }
+
     void connect_and_accept(const Bytes& req_pd = {}, const Bytes& rep_pd = {})
     {
         ConnectionId cid = 0;
-        ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp, req_pd), &cid), 0);
-        request = server_log.wait(CmEventType::connect_request);
-        ASSERT_TRUE(request);
+        ASSERT_NO_FATAL_FAILURE(request_connection(&cid, req_pd));
         AcceptArgs aa;
         aa.ird = 8;
         aa.ord = 8;
@@ -395,7 +384,7 @@ TEST(CmStartup, MaximumPrivateDataBothWays)
 
 TEST(CmStartup, OversizePrivateDataIsRefusedLocally)
 {
-    EventLog log;
+    CmEventLog log;
     AttachLog qp;
     ConnectionManager cm;
     ConnectionId id = 0;
@@ -415,19 +404,18 @@ TEST(CmStartup, AcceptWithTooMuchPrivateDataIsEinval)
 {
     Pair p({}, {});
     ConnectionId cid = 0;
-    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
-    auto req = p.server_log.wait(CmEventType::connect_request);
-    ASSERT_TRUE(req);
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
+    const CmEvent& req = *p.request;
     AcceptArgs aa;
     aa.endpoint = p.server_qp.endpoint();
     const Bytes big(509);
     aa.private_data = big;
-    EXPECT_EQ(p.server.accept(req->connection, aa), -EINVAL);
-    EXPECT_EQ(p.server.reject(req->connection, big), -EINVAL);
+    EXPECT_EQ(p.server.accept(req.connection, aa), -EINVAL);
+    EXPECT_EQ(p.server.reject(req.connection, big), -EINVAL);
     aa.private_data = {};
-    EXPECT_EQ(p.server.accept(req->connection, aa), 0);
+    EXPECT_EQ(p.server.accept(req.connection, aa), 0);
     EXPECT_TRUE(p.client_log.wait(CmEventType::established));
-    EXPECT_EQ(p.server.accept(req->connection, aa), -EINVAL);  // answered already
+    EXPECT_EQ(p.server.accept(req.connection, aa), -EINVAL);  // answered already
 }
 
 TEST(CmStartup, RejectCarriesPrivateDataAndTheListenerKeepsServing)
@@ -583,7 +571,7 @@ TEST(CmStartup, DefaultPrivateDataLimitEndToEnd)
 
 TEST(CmStartup, Ipv6Loopback)
 {
-    EventLog server_log, client_log;
+    CmEventLog server_log, client_log;
     AttachLog server_qp, client_qp;
     ConnectionManager server, client;
     sockaddr_storage any{};
@@ -623,7 +611,7 @@ TEST(CmStartup, UnroutableAddressFailsWithinTheStartupTime)
 {
     CmSettings quick;
     quick.mpa_timeout = 500ms;
-    EventLog log;
+    CmEventLog log;
     AttachLog qp;
     ConnectionManager cm(quick);
     sockaddr_storage ss{};
@@ -659,9 +647,7 @@ TEST(CmStartup, DisconnectDuringStartupIsSilentAndThePeerHearsOfIt)
 {
     Pair p({}, {});
     ConnectionId cid = 0;
-    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
-    auto req = p.server_log.wait(CmEventType::connect_request);
-    ASSERT_TRUE(req);
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
     ASSERT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), 0);
     EXPECT_EQ(p.client.disconnect(cid, DisconnectMode::graceful), -ENOENT);
     EXPECT_TRUE(p.server_log.wait(CmEventType::connect_error));
@@ -670,7 +656,7 @@ TEST(CmStartup, DisconnectDuringStartupIsSilentAndThePeerHearsOfIt)
 
 TEST(CmStartup, ConnectToAClosedPortIsRefused)
 {
-    EventLog log;
+    CmEventLog log;
     AttachLog qp;
     ConnectionManager cm;
     ConnectionId id = 0;
@@ -727,16 +713,15 @@ TEST(CmStartup, PeerGoneBeforeAcceptIsReported)
 {
     Pair p({}, {});
     ConnectionId cid = 0;
-    ASSERT_EQ(p.client.connect(connect_args(p.addr, p.client_log, p.client_qp), &cid), 0);
-    auto req = p.server_log.wait(CmEventType::connect_request);
-    ASSERT_TRUE(req);
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
+    const CmEvent& req = *p.request;
     p.client.destroy(cid);  // abortive close of the Initiator's socket
     auto ev = p.server_log.wait(CmEventType::connect_error);
     ASSERT_TRUE(ev);
-    EXPECT_EQ(ev->connection, req->connection);
+    EXPECT_EQ(ev->connection, req.connection);
     AcceptArgs aa;
     aa.endpoint = p.server_qp.endpoint();
-    EXPECT_EQ(p.server.accept(req->connection, aa), -ENOENT);
+    EXPECT_EQ(p.server.accept(req.connection, aa), -ENOENT);
     EXPECT_EQ(p.client_log.size(), 0u);  // destroy() is silent
 }
 
@@ -744,24 +729,21 @@ TEST(CmStartup, PeerGoneBeforeAcceptIsReported)
 
 TEST(CmRawPeer, Rev1InitiatorBytesFromTheVectors)
 {
-    EventLog log;
     AttachLog qp;
-    ConnectionManager cm;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-    const int fd = raw_connect(addr);
+    RawPeerListener srv;
+    const int fd = raw_connect(srv.addr);
     ASSERT_GE(fd, 0);
     // V-R1: Rev 1, C=1, Private Data "iwemu-req".
     const Bytes v_r1{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d,
                      0x65, 0x40, 0x01, 0x00, 0x09, 0x69, 0x77, 0x65, 0x6d, 0x75, 0x2d, 0x72, 0x65, 0x71};
     ASSERT_TRUE(write_all(fd, v_r1));
-    auto req = log.wait(CmEventType::connect_request);
+    auto req = srv.log.wait(CmEventType::connect_request);
     ASSERT_TRUE(req);
     EXPECT_EQ(req->mpa_revision, 1);
     EXPECT_EQ(req->private_data, bytes_of("iwemu-req"));
     AcceptArgs aa;
     aa.endpoint = qp.endpoint();
-    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    ASSERT_EQ(srv.cm.accept(req->connection, aa), 0);
     // V-R2: Rev 1, C=1, no Private Data.
     const Bytes v_r2{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x70,
                      0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x40, 0x01, 0x00, 0x00};
@@ -775,11 +757,8 @@ TEST(CmRawPeer, Rev1InitiatorBytesFromTheVectors)
 
 TEST(CmRawPeer, RequestSentOneOctetAtATime)
 {
-    EventLog log;
-    ConnectionManager cm;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-    const int fd = raw_connect(addr);
+    RawPeerListener srv;
+    const int fd = raw_connect(srv.addr);
     CmSettings s;
     wire::MpaFrame f;
     f.type = wire::MpaFrameType::request;
@@ -792,7 +771,7 @@ TEST(CmRawPeer, RequestSentOneOctetAtATime)
         ASSERT_TRUE(write_all(fd, {b}));
         std::this_thread::sleep_for(1ms);
     }
-    auto req = log.wait(CmEventType::connect_request);
+    auto req = srv.log.wait(CmEventType::connect_request);
     ASSERT_TRUE(req);
     EXPECT_EQ(req->private_data, pd);
     EXPECT_EQ(req->ird, 4);
@@ -802,14 +781,9 @@ TEST(CmRawPeer, RequestSentOneOctetAtATime)
 
 TEST(CmRawPeer, ReplyInOneOctetPiecesAndFpduBytesAfterItStayForTheQp)
 {
-    sockaddr_storage addr{};
-    const int lfd = raw_listen(&addr);
-    EventLog log;
-    AttachLog qp;
-    ConnectionManager cm;
-    ConnectionId id = 0;
-    ASSERT_EQ(cm.connect(connect_args(addr, log, qp, bytes_of("req")), &id), 0);
-    const int fd = raw_accept(lfd);
+    RawPeerResponder initiator;
+    ASSERT_EQ(initiator.start_connect(bytes_of("req")), 0);
+    const int fd = raw_accept(initiator.lfd);
     ASSERT_GE(fd, 0);
     auto req = read_frame(fd);
     ASSERT_TRUE(req);
@@ -839,10 +813,10 @@ TEST(CmRawPeer, ReplyInOneOctetPiecesAndFpduBytesAfterItStayForTheQp)
     tail.insert(tail.end(), fpdu.begin(), fpdu.end());
     ASSERT_TRUE(write_all(fd, tail));
 
-    auto a = qp.wait();
+    auto a = initiator.qp.wait();
     ASSERT_TRUE(a);
     EXPECT_EQ(a->params.rtr, RtrType::none);
-    auto est = log.wait(CmEventType::established);
+    auto est = initiator.log.wait(CmEventType::established);
     ASSERT_TRUE(est);
     EXPECT_EQ(est->private_data, rep_pd);
     // Every FPDU octet is still in the socket.
@@ -854,28 +828,21 @@ TEST(CmRawPeer, ReplyInOneOctetPiecesAndFpduBytesAfterItStayForTheQp)
     got.resize(static_cast<size_t>(n));
     EXPECT_EQ(got, fpdu);
     ::close(fd);
-    ::close(lfd);
 }
 
 TEST(CmRawPeer, GarbageInsteadOfARequestIsClosedAndNeverReachesTheUlp)
 {
-    EventLog log;
-    ConnectionManager cm;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-    const int fd = raw_connect(addr);
+    RawPeerListener srv;
+    const int fd = raw_connect(srv.addr);
     ASSERT_TRUE(write_all(fd, bytes_of("GET / HTTP/1.1\r\nHost: x\r\n\r\n")));
     EXPECT_TRUE(peer_closes(fd));
     ::close(fd);
-    EXPECT_EQ(log.size(), 0u);
+    EXPECT_EQ(srv.log.size(), 0u);
 }
 
 TEST(CmRawPeer, MalformedRequestsAreClosed)
 {
-    EventLog log;
-    ConnectionManager cm;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    RawPeerListener srv;
     Bytes base{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
                0x40, 0x01, 0x00, 0x00};
     std::vector<Bytes> bad;
@@ -898,7 +865,7 @@ TEST(CmRawPeer, MalformedRequestsAreClosed)
     s_without_data[17] = 2;  // Rev 2, S=1, PD_Length 0
     bad.push_back(s_without_data);
     for (const Bytes& b : bad) {
-        const int fd = raw_connect(addr);
+        const int fd = raw_connect(srv.addr);
         ASSERT_GE(fd, 0);
         write_all(fd, b);
         EXPECT_TRUE(peer_closes(fd));
@@ -907,20 +874,17 @@ TEST(CmRawPeer, MalformedRequestsAreClosed)
     Bytes short_pd = base;
     short_pd[19] = 10;  // announces 10 octets, sends 3, then FIN
     short_pd.insert(short_pd.end(), {1, 2, 3});
-    const int fd = raw_connect(addr);
+    const int fd = raw_connect(srv.addr);
     write_all(fd, short_pd);
     ::shutdown(fd, SHUT_WR);
     EXPECT_TRUE(peer_closes(fd));
     ::close(fd);
-    EXPECT_EQ(log.size(), 0u);
+    EXPECT_EQ(srv.log.size(), 0u);
 }
 
 TEST(CmRawPeer, MutatedRequestsNeverHurtTheListener)
 {
-    EventLog log;
-    ConnectionManager cm;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    RawPeerListener srv;
     // V-R4 (Rev 2, enhanced, "app"), one octet changed per round.
     const Bytes v_r4{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61,
                      0x6d, 0x65, 0x50, 0x02, 0x00, 0x07, 0xc0, 0x10, 0xc0, 0x08, 0x61, 0x70, 0x70};
@@ -930,7 +894,7 @@ TEST(CmRawPeer, MutatedRequestsNeverHurtTheListener)
         Bytes b = v_r4;
         x = x * 1664525u + 1013904223u;
         b[(x >> 8) % b.size()] ^= static_cast<uint8_t>(1u << ((x >> 4) % 8));
-        const int fd = raw_connect(addr);
+        const int fd = raw_connect(srv.addr);
         ASSERT_GE(fd, 0);
         write_all(fd, b);
         ::shutdown(fd, SHUT_WR);  // a frame announcing more octets ends truncated
@@ -938,10 +902,10 @@ TEST(CmRawPeer, MutatedRequestsNeverHurtTheListener)
         // both end with the socket closed.
         bool closed = false;
         for (int i = 0; i < 500 && !closed; ++i) {
-            if (auto req = log.wait(CmEventType::connect_request, 1ms)) {
+            if (auto req = srv.log.wait(CmEventType::connect_request, 1ms)) {
                 ++offered;
                 EXPECT_LE(req->private_data.size(), 7u);
-                cm.reject(req->connection, {});
+                srv.cm.reject(req->connection, {});
             }
             closed = peer_closes(fd, 10ms);
         }
@@ -950,45 +914,43 @@ TEST(CmRawPeer, MutatedRequestsNeverHurtTheListener)
     }
     EXPECT_GT(offered, 0u);  // flips in the data octets are legal requests
     // Still serving.
-    EventLog client_log;
+    CmEventLog client_log;
     AttachLog client_qp;
     ConnectionManager client;
     ConnectionId cid = 0;
-    ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp), &cid), 0);
-    EXPECT_TRUE(log.wait(CmEventType::connect_request));
+    ASSERT_EQ(client.connect(connect_args(srv.addr, client_log, client_qp), &cid), 0);
+    EXPECT_TRUE(srv.log.wait(CmEventType::connect_request));
 }
 
 TEST(CmRawPeer, SilentClientIsDroppedAfterTheMpaTimeoutAndTheListenerKeepsServing)
 {
     CmSettings quick;
     quick.mpa_timeout = 300ms;
-    EventLog log, client_log;
+    CmEventLog client_log;
     AttachLog qp, client_qp;
-    ConnectionManager cm(quick);
     ConnectionManager client;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    RawPeerListener srv(quick);
     const auto start = std::chrono::steady_clock::now();
-    const int silent = raw_connect(addr);
+    const int silent = raw_connect(srv.addr);
     ASSERT_GE(silent, 0);
 
     // A real client is served while the silent one waits.
     ConnectionId cid = 0;
-    ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp), &cid), 0);
-    auto req = log.wait(CmEventType::connect_request);
+    ASSERT_EQ(client.connect(connect_args(srv.addr, client_log, client_qp), &cid), 0);
+    auto req = srv.log.wait(CmEventType::connect_request);
     ASSERT_TRUE(req);
     AcceptArgs aa;
     aa.endpoint = qp.endpoint();
-    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    ASSERT_EQ(srv.cm.accept(req->connection, aa), 0);
     EXPECT_TRUE(client_log.wait(CmEventType::established));
-    EXPECT_TRUE(log.wait(CmEventType::established));
+    EXPECT_TRUE(srv.log.wait(CmEventType::established));
 
     EXPECT_TRUE(peer_closes(silent, 3s));
     const auto took = std::chrono::steady_clock::now() - start;
     EXPECT_GE(took, 250ms);
     EXPECT_LT(took, 2s);
     ::close(silent);
-    EXPECT_EQ(log.size(), 0u);
+    EXPECT_EQ(srv.log.size(), 0u);
 }
 
 // Descriptors this process holds (server and client sides alike).
@@ -1031,54 +993,52 @@ TEST(CmRawPeer, HalfOpenCapEvictsTheOldestSilentConnectionForANewOne)
     CmSettings capped;
     capped.mpa_timeout = 10s;
     capped.max_half_open_per_listener = cap;
-    EventLog log, client_log;
+    CmEventLog client_log;
     AttachLog qp, client_qp;
-    ConnectionManager cm(capped);
     ConnectionManager client;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    RawPeerListener srv(capped);
 
     // Fill the slots: one silent, the others with part of a Request.
     const Bytes request = encode(wire::MpaFrame{});
     std::vector<int> first;
     for (unsigned i = 0; i < cap; ++i) {
-        first.push_back(raw_connect(addr));
+        first.push_back(raw_connect(srv.addr));
         ASSERT_GE(first.back(), 0);
         if (i > 0) {
             ASSERT_TRUE(write_all(first.back(), Bytes(request.begin(), request.begin() + 4 * i)));
         }
     }
-    ASSERT_TRUE(half_open_reaches(cm, lid, cap));
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, cap));
 
     // Each newcomer evicts the oldest, in order, and the count stays at the cap.
     std::vector<int> second;
     for (unsigned i = 0; i < cap; ++i) {
-        second.push_back(raw_connect(addr));
+        second.push_back(raw_connect(srv.addr));
         ASSERT_GE(second.back(), 0);
         EXPECT_TRUE(peer_closes(first[i], 1s)) << i;
         for (unsigned j = i + 1; j < cap; ++j)
             EXPECT_FALSE(peer_closes(first[j], 20ms)) << i << " " << j;
     }
-    ASSERT_TRUE(half_open_reaches(cm, lid, cap));
-    EXPECT_EQ(stats_of(cm, lid).evicted, cap);
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, cap));
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, cap);
 
     // A real client is served promptly; the oldest silent one made way.
     const auto start = std::chrono::steady_clock::now();
     ConnectionId cid = 0;
-    ASSERT_EQ(client.connect(connect_args(addr, client_log, client_qp), &cid), 0);
-    auto req = log.wait(CmEventType::connect_request, 2s);
+    ASSERT_EQ(client.connect(connect_args(srv.addr, client_log, client_qp), &cid), 0);
+    auto req = srv.log.wait(CmEventType::connect_request, 2s);
     ASSERT_TRUE(req);
     EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
     EXPECT_TRUE(peer_closes(second[0], 1s));
     AcceptArgs aa;
     aa.endpoint = qp.endpoint();
-    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    ASSERT_EQ(srv.cm.accept(req->connection, aa), 0);
     EXPECT_TRUE(client_log.wait(CmEventType::established));
-    EXPECT_TRUE(log.wait(CmEventType::established));
-    EXPECT_EQ(stats_of(cm, lid).evicted, cap + 1);
+    EXPECT_TRUE(srv.log.wait(CmEventType::established));
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, cap + 1);
 
     // Evicted connections never reached the ULP.
-    EXPECT_EQ(log.size(), 0u);
+    EXPECT_EQ(srv.log.size(), 0u);
     for (int fd : first)
         ::close(fd);
     for (int fd : second)
@@ -1094,7 +1054,7 @@ TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
     CmSettings capped;
     capped.mpa_timeout = 10s;
     capped.max_half_open_per_listener = cap;
-    EventLog log;
+    CmEventLog log;
     ConnectionManager cm(capped);
     ListenerId lid = 0;
     const sockaddr_storage addr = listen_loopback(cm, log, &lid);
@@ -1141,7 +1101,7 @@ TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
     CmSettings capped;
     capped.mpa_timeout = 10s;
     capped.max_half_open_per_listener = cap;
-    EventLog log;
+    CmEventLog log;
     std::mutex mu;
     std::condition_variable cv;
     bool release = false, held = false;
@@ -1199,7 +1159,7 @@ TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
 // silent clients would otherwise push a real one back by seconds.
 TEST(CmRawPeer, BurstOfConnectsUpToTheCapIsNotDroppedByATinyBacklog)
 {
-    EventLog log;
+    CmEventLog log;
     ConnectionManager cm;
     ListenerId lid = 0;
     const sockaddr_storage any = loopback();
@@ -1234,59 +1194,42 @@ TEST(CmRawPeer, BurstOfConnectsUpToTheCapIsNotDroppedByATinyBacklog)
 
 TEST(CmRawPeer, SilentResponderTimesTheInitiatorOut)
 {
-    sockaddr_storage addr{};
-    const int lfd = raw_listen(&addr);
     CmSettings quick;
     quick.mpa_timeout = 300ms;
-    EventLog log;
-    AttachLog qp;
-    ConnectionManager cm(quick);
-    ConnectionId id = 0;
-    ASSERT_EQ(cm.connect(connect_args(addr, log, qp), &id), 0);
-    const int fd = raw_accept(lfd);
+    RawPeerResponder initiator(quick);
+    ASSERT_EQ(initiator.start_connect(), 0);
+    const int fd = raw_accept(initiator.lfd);
     ASSERT_GE(fd, 0);
-    auto ev = log.next(3s);
+    auto ev = initiator.log.next(3s);
     ASSERT_TRUE(ev);
     EXPECT_EQ(ev->type, CmEventType::timeout);
     EXPECT_EQ(ev->error, ETIMEDOUT);
     EXPECT_TRUE(peer_closes(fd, 1s));
     ::close(fd);
-    ::close(lfd);
 }
 
 TEST(CmRawPeer, InitiatorInitiatorStartIsAnMpaError)
 {
-    sockaddr_storage addr{};
-    const int lfd = raw_listen(&addr);
-    EventLog log;
-    AttachLog qp;
-    ConnectionManager cm;
-    ConnectionId id = 0;
-    ASSERT_EQ(cm.connect(connect_args(addr, log, qp), &id), 0);
-    const int fd = raw_accept(lfd);
+    RawPeerResponder initiator;
+    ASSERT_EQ(initiator.start_connect(), 0);
+    const int fd = raw_accept(initiator.lfd);
     auto req = read_frame(fd);
     ASSERT_TRUE(req);
     ASSERT_TRUE(write_all(fd, *req));  // a Request back where the Reply belongs
-    auto ev = log.next();
+    auto ev = initiator.log.next();
     ASSERT_TRUE(ev);
     EXPECT_EQ(ev->type, CmEventType::connect_error);
     ASSERT_TRUE(ev->mpa_error);
     EXPECT_EQ(*ev->mpa_error, (wire::TerminateCode{wire::TerminateLayer::llp, 0, 0x04}));
     EXPECT_TRUE(peer_closes(fd, 1s));
     ::close(fd);
-    ::close(lfd);
 }
 
 TEST(CmRawPeer, NoMatchingRtrInTheReplySendsTerminate07)
 {
-    sockaddr_storage addr{};
-    const int lfd = raw_listen(&addr);
-    EventLog log;
-    AttachLog qp;
-    ConnectionManager cm;  // offers Write and Read
-    ConnectionId id = 0;
-    ASSERT_EQ(cm.connect(connect_args(addr, log, qp), &id), 0);
-    const int fd = raw_accept(lfd);
+    RawPeerResponder initiator;  // offers Write and Read
+    ASSERT_EQ(initiator.start_connect(), 0);
+    const int fd = raw_accept(initiator.lfd);
     ASSERT_TRUE(read_frame(fd));
     wire::MpaFrame rep;
     rep.type = wire::MpaFrameType::reply;
@@ -1307,15 +1250,14 @@ TEST(CmRawPeer, NoMatchingRtrInTheReplySendsTerminate07)
     EXPECT_EQ(term[21], 0x07); // no matching RTR
     EXPECT_EQ(wire::load_crc_field(term.data() + 24), wire::crc32c(std::span<const uint8_t>(term).first(24)));
 
-    auto ev = log.next();
+    auto ev = initiator.log.next();
     ASSERT_TRUE(ev);
     EXPECT_EQ(ev->type, CmEventType::connect_error);
     ASSERT_TRUE(ev->mpa_error);
     EXPECT_EQ(ev->mpa_error->error_code, 0x07);
-    EXPECT_FALSE(qp.wait(50ms));
+    EXPECT_FALSE(initiator.qp.wait(50ms));
     EXPECT_TRUE(peer_closes(fd, 1s));
     ::close(fd);
-    ::close(lfd);
 }
 
 TEST(CmRawPeer, Seed002ResponderWaitsForTheRtrFrameEitherSpelling)
@@ -1323,22 +1265,19 @@ TEST(CmRawPeer, Seed002ResponderWaitsForTheRtrFrameEitherSpelling)
     CmSettings seed;
     seed.peer_to_peer = PeerToPeerMode::seed002;
     for (bool as_named : {false, true}) {
-        EventLog log;
         AttachLog qp;
-        ConnectionManager cm(seed);
-        ListenerId lid = 0;
-        const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-        const int fd = raw_connect(addr);
+        RawPeerListener srv(seed);
+        const int fd = raw_connect(srv.addr);
         // V-R6: Rev 1, C=1, S=1.
         const Bytes v_r6{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71,
                          0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x50, 0x01, 0x00, 0x00};
         ASSERT_TRUE(write_all(fd, v_r6));
-        auto req = log.wait(CmEventType::connect_request);
+        auto req = srv.log.wait(CmEventType::connect_request);
         ASSERT_TRUE(req);
         EXPECT_TRUE(req->peer_to_peer);
         AcceptArgs aa;
         aa.endpoint = qp.endpoint();
-        ASSERT_EQ(cm.accept(req->connection, aa), 0);
+        ASSERT_EQ(srv.cm.accept(req->connection, aa), 0);
         auto rep = read_frame(fd);
         ASSERT_TRUE(rep);
         EXPECT_EQ((*rep)[16], 0x50);  // C + S: "waiting for the Rtr frame"
@@ -1370,25 +1309,22 @@ TEST(CmRawPeer, Seed002ResponderTimesOutWithoutTheRtrFrame)
     CmSettings seed;
     seed.peer_to_peer = PeerToPeerMode::seed002;
     seed.mpa_timeout = 300ms;
-    EventLog log;
     AttachLog qp;
-    ConnectionManager cm(seed);
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-    const int fd = raw_connect(addr);
+    RawPeerListener srv(seed);
+    const int fd = raw_connect(srv.addr);
     wire::MpaFrame f;
     f.type = wire::MpaFrameType::request;
     f.rev = 1;
     f.crc = true;
     f.s = true;
     ASSERT_TRUE(write_all(fd, encode(f)));
-    auto req = log.wait(CmEventType::connect_request);
+    auto req = srv.log.wait(CmEventType::connect_request);
     ASSERT_TRUE(req);
     AcceptArgs aa;
     aa.endpoint = qp.endpoint();
-    ASSERT_EQ(cm.accept(req->connection, aa), 0);
+    ASSERT_EQ(srv.cm.accept(req->connection, aa), 0);
     ASSERT_TRUE(read_frame(fd));
-    auto ev = log.wait(CmEventType::timeout, 3s);
+    auto ev = srv.log.wait(CmEventType::timeout, 3s);
     ASSERT_TRUE(ev);
     EXPECT_EQ(ev->connection, req->connection);
     EXPECT_FALSE(qp.wait(10ms));
@@ -1400,20 +1336,17 @@ TEST(CmRawPeer, ResponderRepliesStrictly)
 {
     // A Request with every Res bit set, M=1, Rev 1: the Reply clears Res,
     // never echoes S, and honours M by telling the QP to send markers.
-    EventLog log;
     AttachLog qp;
-    ConnectionManager cm;
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-    const int fd = raw_connect(addr);
+    RawPeerListener srv;
+    const int fd = raw_connect(srv.addr);
     Bytes req{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71,
               0x20, 0x46, 0x72, 0x61, 0x6d, 0x65, 0x9F, 0x01, 0x00, 0x00};  // M + S + Res
     ASSERT_TRUE(write_all(fd, req));
-    auto r = log.wait(CmEventType::connect_request);
+    auto r = srv.log.wait(CmEventType::connect_request);
     ASSERT_TRUE(r);
     AcceptArgs aa;
     aa.endpoint = qp.endpoint();
-    ASSERT_EQ(cm.accept(r->connection, aa), 0);
+    ASSERT_EQ(srv.cm.accept(r->connection, aa), 0);
     auto rep = read_frame(fd);
     ASSERT_TRUE(rep);
     EXPECT_EQ((*rep)[16], 0x40);  // C only (CRC requested by default), no M, S, Res

@@ -87,6 +87,21 @@ TEST(ErrorPath, WriteWithoutRemoteWriteRight)
     EXPECT_EQ(b.dst[0], 0);
 }
 
+// A region registered on s's emulator under a second PD: a valid STag that
+// s's QP, on the first PD, must still refuse.
+struct ForeignRegion {
+    std::vector<uint8_t> buf = std::vector<uint8_t>(4096);
+    MemoryRegion* mr = nullptr;
+    uint64_t addr() const { return reinterpret_cast<uint64_t>(buf.data()); }
+};
+
+void reg_in_another_pd(Side& s, uint32_t access, ForeignRegion* out)
+{
+    ProtectionDomain* pd2;
+    ASSERT_EQ(s.emu->alloc_pd(&pd2), 0);
+    ASSERT_EQ(s.emu->reg_mr(pd2, out->buf.data(), out->buf.size(), out->addr(), access, &out->mr), 0);
+}
+
 TEST(ErrorPath, WriteToInvalidatedStag)
 {
     LoopbackPair p;
@@ -106,16 +121,9 @@ TEST(ErrorPath, WriteToStagOfAnotherPd)
 {
     LoopbackPair p;
     Bufs b(p);
-    ProtectionDomain* pd2;
-    ASSERT_EQ(p.b->emu->alloc_pd(&pd2), 0);
-    std::vector<uint8_t> other(4096);
-    MemoryRegion* omr;
-    ASSERT_EQ(p.b->emu->reg_mr(pd2, other.data(), other.size(), reinterpret_cast<uint64_t>(other.data()),
-                               access_local_write | access_remote_write, &omr),
-              0);
-    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 64, b.smr, 1,
-                             reinterpret_cast<uint64_t>(other.data()), omr->rkey()),
-              0);
+    ForeignRegion other;
+    ASSERT_NO_FATAL_FAILURE(reg_in_another_pd(*p.b, access_local_write | access_remote_write, &other));
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, b.src.data(), 64, b.smr, 1, other.addr(), other.mr->rkey()), 0);
     expect_terminate(*p.b, *p.a, code(1, 1, 0x02), AsyncEventType::qp_access_err);
 }
 
@@ -175,16 +183,9 @@ TEST(ErrorPath, ReadFromStagOfAnotherPd)
 {
     LoopbackPair p;
     Bufs b(p);
-    ProtectionDomain* pd2;
-    ASSERT_EQ(p.b->emu->alloc_pd(&pd2), 0);
-    std::vector<uint8_t> other(4096);
-    MemoryRegion* omr;
-    ASSERT_EQ(p.b->emu->reg_mr(pd2, other.data(), other.size(), reinterpret_cast<uint64_t>(other.data()),
-                               access_local_write | access_remote_read, &omr),
-              0);
-    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, b.src.data(), 64, b.smr, 1,
-                             reinterpret_cast<uint64_t>(other.data()), omr->rkey()),
-              0);
+    ForeignRegion other;
+    ASSERT_NO_FATAL_FAILURE(reg_in_another_pd(*p.b, access_local_write | access_remote_read, &other));
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, b.src.data(), 64, b.smr, 1, other.addr(), other.mr->rkey()), 0);
     expect_terminate(*p.b, *p.a, code(0, 1, 0x03), AsyncEventType::qp_access_err, true);
 }
 

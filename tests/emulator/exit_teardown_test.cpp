@@ -34,13 +34,7 @@ namespace {
         a.qp_access_flags = access_local_write;
         if (e.create_qp(pd, ia, &q) || q->modify(a, qp_attr_state | qp_attr_access_flags)) std::_Exit(3);
     }
-    auto [fa, fb] = tcp_pair();
-    ConnectionParams pa, pb;
-    pa.fd = fa;
-    pa.role = ConnectionRole::initiator;
-    pb.fd = fb;
-    pb.role = ConnectionRole::responder;
-    if (qp[1]->attach_connection(pb) || qp[0]->attach_connection(pa)) std::_Exit(4);
+    if (attach_tcp_pair(qp[0], qp[1])) std::_Exit(4);
     static char buf[128];  // [0, 64): the Send's source, [64, 128): the receive
     MemoryRegion* mr = nullptr;
     if (e.reg_mr(pd, buf, sizeof buf, reinterpret_cast<uint64_t>(buf), access_local_write, &mr)) std::_Exit(5);

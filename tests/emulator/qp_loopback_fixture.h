@@ -262,7 +262,15 @@ struct Side {
                   uint64_t remote_addr = 0, uint32_t rkey = 0, uint32_t flags = send_signaled,
                   uint32_t inv = 0)
     {
-        Sge sge{reinterpret_cast<uint64_t>(buf), len, mr ? mr->lkey() : 0};
+        return post_send_at(op, reinterpret_cast<uint64_t>(buf), len, mr, wr_id, remote_addr, rkey, flags, inv);
+    }
+    // The same with the local address as the MR's iova, which need not be a
+    // pointer (regions not registered at their address).
+    int post_send_at(WrOpcode op, uint64_t addr, uint32_t len, MemoryRegion* mr, uint64_t wr_id = 0,
+                     uint64_t remote_addr = 0, uint32_t rkey = 0, uint32_t flags = send_signaled,
+                     uint32_t inv = 0)
+    {
+        Sge sge{addr, len, mr ? mr->lkey() : 0};
         SendWr wr;
         wr.wr_id = wr_id;
         wr.opcode = op;
@@ -332,6 +340,46 @@ struct LoopbackPair {
         proxy.reset();
     }
 };
+
+// Joins two QPs over a fresh loopback TCP connection with default
+// ConnectionParams (CRC, no markers).  Returns the first attach error, 0 on
+// success.
+inline int attach_tcp_pair(QueuePair* initiator, QueuePair* responder)
+{
+    auto [fa, fb] = tcp_pair();
+    ConnectionParams pa, pb;
+    pa.fd = fa;
+    pa.role = ConnectionRole::initiator;
+    pb.fd = fb;
+    pb.role = ConnectionRole::responder;
+    if (const int rc = responder->attach_connection(pb)) return rc;
+    return initiator->attach_connection(pa);
+}
+
+// A second pair of QPs on p's endpoints whose responder (on b, INIT with
+// b_access) takes its receive WQEs from srq; max_sge for both directions.
+// Use under ASSERT_NO_FATAL_FAILURE.
+inline void connect_srq_qps(LoopbackPair& p, SharedReceiveQueue* srq, uint32_t max_sge, uint32_t b_access,
+                            QueuePair** qa, QueuePair** qb)
+{
+    QpInitAttr ib;
+    ib.send_cq = p.b->scq;
+    ib.recv_cq = p.b->rcq;
+    ib.srq = srq;
+    ib.cap = {8, 0, max_sge, 0, 0};
+    ASSERT_EQ(p.b->emu->create_qp(p.b->pd, ib, qb), 0);
+    QpAttr at;
+    at.qp_state = QpState::init;
+    at.qp_access_flags = b_access;
+    ASSERT_EQ((*qb)->modify(at, qp_attr_state | qp_attr_access_flags), 0);
+    QpInitAttr ia;
+    ia.send_cq = p.a->scq;
+    ia.recv_cq = p.a->rcq;
+    ia.cap = {8, 8, max_sge, max_sge, 0};
+    ASSERT_EQ(p.a->emu->create_qp(p.a->pd, ia, qa), 0);
+    ASSERT_EQ((*qa)->modify(at, qp_attr_state), 0);
+    ASSERT_EQ(attach_tcp_pair(*qa, *qb), 0);
+}
 
 inline void fill_pattern(std::vector<uint8_t>& v, uint32_t seed)
 {

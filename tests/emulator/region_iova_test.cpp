@@ -16,22 +16,6 @@ MemoryRegion* reg_at(Side& s, std::vector<uint8_t>& buf, uint64_t iova, uint32_t
     return mr;
 }
 
-int post_send_iova(Side& s, WrOpcode op, uint64_t addr, uint32_t len, MemoryRegion* mr, uint64_t remote_addr = 0,
-                   uint32_t rkey = 0)
-{
-    Sge sge{addr, len, mr->lkey()};
-    SendWr wr;
-    wr.wr_id = 1;
-    wr.opcode = op;
-    wr.send_flags = send_signaled;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.remote_addr = remote_addr;
-    wr.rkey = rkey;
-    size_t bad;
-    return s.qp->post_send(&wr, 1, &bad);
-}
-
 // Send from a zero-based source into a receive buffer registered at iova 0x10000.
 TEST(RegionIova, SendBetweenRegionsNotAtTheirAddresses)
 {
@@ -44,7 +28,7 @@ TEST(RegionIova, SendBetweenRegionsNotAtTheirAddresses)
     RecvWr rwr{5, &rsge, 1};
     size_t bad;
     ASSERT_EQ(p.b->qp->post_recv(&rwr, 1, &bad), 0);
-    ASSERT_EQ(post_send_iova(*p.a, WrOpcode::send, 64, 200, smr), 0);
+    ASSERT_EQ(p.a->post_send_at(WrOpcode::send, 64, 200, smr, 1), 0);
     auto r = p.b->wait(p.b->rcq, 1);
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].status, WcStatus::success);
@@ -65,8 +49,8 @@ TEST(RegionIova, ReadIntoZeroBasedSink)
     LoopbackPair p;
     auto* kmr = reg_at(*p.a, sink, 0);
     auto* smr = p.b->reg(source.data(), source.size());
-    ASSERT_EQ(post_send_iova(*p.a, WrOpcode::rdma_read, 100, 500, kmr, reinterpret_cast<uint64_t>(source.data()) + 10,
-                             smr->rkey()),
+    ASSERT_EQ(p.a->post_send_at(WrOpcode::rdma_read, 100, 500, kmr, 1,
+                                reinterpret_cast<uint64_t>(source.data()) + 10, smr->rkey()),
               0);
     auto s = p.a->wait(p.a->scq, 1);
     ASSERT_EQ(s.size(), 1u);
@@ -82,7 +66,7 @@ TEST(RegionIova, SgeOutsideTheIovaRangeFails)
     std::vector<uint8_t> src(256);
     LoopbackPair p;
     auto* smr = reg_at(*p.a, src, 0x10000);
-    ASSERT_EQ(post_send_iova(*p.a, WrOpcode::send, reinterpret_cast<uint64_t>(src.data()), 16, smr), 0);
+    ASSERT_EQ(p.a->post_send_at(WrOpcode::send, reinterpret_cast<uint64_t>(src.data()), 16, smr, 1), 0);
     auto s = p.a->wait(p.a->scq, 1);
     ASSERT_EQ(s.size(), 1u);
     EXPECT_NE(s[0].status, WcStatus::success);

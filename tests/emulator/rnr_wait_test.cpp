@@ -201,14 +201,7 @@ TEST(RnrWait, SrqPostResumesTheReceiver)
     init.qp_state = QpState::init;
     init.qp_access_flags = access_local_write;
     ASSERT_EQ(qp->modify(init, qp_attr_state | qp_attr_access_flags), 0);
-    auto [fa, fb] = tcp_pair();
-    ConnectionParams pa, pb;
-    pa.fd = fa;
-    pa.role = ConnectionRole::initiator;
-    pb.fd = fb;
-    pb.role = ConnectionRole::responder;
-    ASSERT_EQ(qp->attach_connection(pb), 0);
-    ASSERT_EQ(a.qp->attach_connection(pa), 0);
+    ASSERT_EQ(attach_tcp_pair(a.qp, qp), 0);
 
     Buffers buf(a, b, 8192);
     ASSERT_EQ(a.post_send(WrOpcode::send, buf.src.data(), 8192, buf.smr, 1), 0);

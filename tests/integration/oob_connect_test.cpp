@@ -20,24 +20,10 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "check.h"
+#include "rc_qp_attr.h"
 
-int failures = 0;
-#define CHECK(cond)                                                                               \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__, __LINE__,   \
-                         #cond, errno, std::strerror(errno));                                     \
-            ++failures;                                                                           \
-        }                                                                                         \
-    } while (0)
-#define REQUIRE(cond)          \
-    do {                       \
-        if (!(cond)) {         \
-            CHECK(cond);       \
-            std::exit(1);      \
-        }                      \
-    } while (0)
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
@@ -59,10 +45,8 @@ Qp make_qp(Env& e, int depth = 128)
     Qp q;
     q.cq = ibv_create_cq(e.ctx, depth * 2, nullptr, nullptr, 0);
     REQUIRE(q.cq);
-    ibv_qp_init_attr ia{};
-    ia.send_cq = ia.recv_cq = q.cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {static_cast<uint32_t>(depth), static_cast<uint32_t>(depth), 1, 1, 0};
+    const auto d = static_cast<uint32_t>(depth);
+    ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(q.cq, {d, d, 1, 1, 0});
     q.qp = ibv_create_qp(e.pd, &ia);
     REQUIRE(q.qp);
     ibv_qp_attr a{};
@@ -314,6 +298,5 @@ int main()
     ibv_dealloc_pd(e.pd);
     ibv_close_device(e.ctx);
     ibv_free_device_list(list);
-    if (failures) std::fprintf(stderr, "oob_connect_test: %d check(s) failed\n", failures);
-    return failures ? 1 : 0;
+    return iwemu::test::check_exit_status("oob_connect_test", nullptr);
 }

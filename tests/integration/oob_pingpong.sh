@@ -9,17 +9,8 @@ here=$(dirname "$0")
 run=$1
 addr=${2:-127.0.0.1}
 shift $(( $# < 2 ? $# : 2 ))
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-timeout 100 "$run" ibv_rc_pingpong -g 0 -p "$port" "$@" > "$dir/server.log" 2>&1 &
-server=$!
-wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-timeout 90 "$run" ibv_rc_pingpong -g 0 -p "$port" "$@" "$addr" > "$dir/client.log" 2>&1
-client_rc=$?
-wait $server
-server_rc=$?
+pair_setup "$addr"
+server_client "$run" ibv_rc_pingpong -g 0 -p "$port" "$@" -- ibv_rc_pingpong -g 0 -p "$port" "$@" "$addr"
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || ! grep -q "iters in" "$dir/client.log" ||
    ! grep -q "iters in" "$dir/server.log"; then
     show "$dir/server.log" "$dir/client.log"

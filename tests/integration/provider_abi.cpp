@@ -8,21 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "check.h"
+#include "rc_qp_attr.h"
 #include "provider/pabi34.h"
-
-namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-            ++g_failures;                                                                   \
-        }                                                                                   \
-    } while (0)
-
-}  // namespace
 
 int main()
 {
@@ -111,11 +99,7 @@ int main()
         ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
         CHECK(cq != nullptr);
         if (pd && cq) {
-            ibv_qp_init_attr ia{};
-            ia.send_cq = cq;
-            ia.recv_cq = cq;
-            ia.qp_type = IBV_QPT_RC;
-            ia.cap = {2, 2, 1, 1, 0};
+            ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(cq, {2, 2, 1, 1, 0});
             ibv_qp* qp = ibv_create_qp(pd, &ia);
             CHECK(qp != nullptr);
             if (qp) {
@@ -133,10 +117,5 @@ int main()
     }
     ibv_free_device_list(list);
 
-    if (g_failures) {
-        std::fprintf(stderr, "provider_abi: %d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("provider_abi: layouts agree with libibverbs\n");
-    return 0;
+    return iwemu::test::check_exit_status("provider_abi", "layouts agree with libibverbs");
 }

@@ -21,6 +21,8 @@
 #include <cstring>
 #include <string>
 
+#include "rc_qp_attr.h"
+
 namespace {
 
 int failures = 0;
@@ -145,11 +147,7 @@ struct Side {
 bool make_qp(rdma_cm_id* id, ibv_cq** cq_out) {
     ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
     if (!cq) return false;
-    ibv_qp_init_attr qa{};
-    qa.send_cq = qa.recv_cq = cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
-    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    ibv_qp_init_attr qa = iwemu::test::rc_qp_attr(cq, {4, 4, 1, 1, 0});
     if (rdma_create_qp(id, nullptr, &qa) != 0) return false;
     *cq_out = cq;
     return true;

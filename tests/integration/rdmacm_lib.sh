@@ -43,16 +43,11 @@ show() {
     for f in "$@"; do echo "----- $f"; cat "$f"; done
 }
 
-# perftest_pair IWEMU_RUN TEST ADDRESS ARGS...: a perftest server, then its
-# client to ADDRESS ("nonloopback": a local non-loopback IPv4 address, or the
-# test is skipped with 77), each with ARGS and bounded in time.  Leaves the
-# logs in $dir/server.log and $dir/client.log, the exit codes in client_rc and
-# server_rc, the client's result row (size, iterations, ...) in result, and
-# the port and address used in port and addr.
-perftest_pair() {
-    local run=$1 test=$2 server
-    addr=$3
-    shift 3
+# pair_setup ADDRESS: addr (ADDRESS, or for "nonloopback" a local
+# non-loopback IPv4 address; without one the test is skipped with 77), an
+# unused TCP port in port, a scratch directory in dir (removed at exit).
+pair_setup() {
+    addr=$1
     if [ "$addr" = nonloopback ]; then
         addr=$(local_address)
         [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
@@ -60,12 +55,39 @@ perftest_pair() {
     port=$(free_port) || fail "no free port"
     dir=$(mktemp -d)
     trap 'rm -rf "$dir"' EXIT
-    timeout 100 "$run" "$test" -p "$port" "$@" > "$dir/server.log" 2>&1 &
+}
+
+# server_client IWEMU_RUN SERVER ARGV... -- CLIENT ARGV...: the server in the
+# background and, once it listens on $port, the client, both under IWEMU_RUN
+# and bounded in time (the server $pair_limit seconds, default 100, the
+# client 10 less).  Leaves the logs in $dir/server.log and $dir/client.log,
+# the exit codes in server_rc and client_rc.
+server_client() {
+    local run=$1 limit=${pair_limit:-100} server server_argv=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do server_argv+=("$1"); shift; done
+    [ $# -gt 0 ] || fail "server_client: no -- before the client's command"
+    shift
+    timeout "$limit" "$run" "${server_argv[@]}" > "$dir/server.log" 2>&1 &
     server=$!
     wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-    timeout 90 "$run" "$test" -p "$port" "$@" "$addr" > "$dir/client.log" 2>&1
+    timeout $((limit - 10)) "$run" "$@" > "$dir/client.log" 2>&1
     client_rc=$?
     wait $server
     server_rc=$?
+}
+
+# perftest_pair IWEMU_RUN TEST ADDRESS ARGS... [-- CLIENT ARGS...]: a perftest
+# server, then its client to ADDRESS (as for pair_setup), each with ARGS (the
+# client also with CLIENT ARGS), through server_client.  Sets what
+# server_client and pair_setup set, and the client's result row (size,
+# iterations, ...) in result.
+perftest_pair() {
+    local run=$1 test=$2 args=()
+    pair_setup "$3"
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    server_client "$run" "$test" -p "$port" "${args[@]}" -- "$test" -p "$port" "${args[@]}" "$@" "$addr"
     result=$(grep -A1 "#bytes" "$dir/client.log" | tail -1)
 }

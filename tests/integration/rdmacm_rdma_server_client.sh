@@ -7,17 +7,8 @@ here=$(dirname "$0")
 . "$here/rdmacm_lib.sh"
 run=$1
 addr=${2:-127.0.0.1}
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-timeout 60 "$run" rdma_server -s "$addr" -p "$port" > "$dir/server.log" 2>&1 &
-server=$!
-wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-timeout 50 "$run" rdma_client -s "$addr" -p "$port" > "$dir/client.log" 2>&1
-client_rc=$?
-wait $server
-server_rc=$?
+pair_setup "$addr"
+pair_limit=60 server_client "$run" rdma_server -s "$addr" -p "$port" -- rdma_client -s "$addr" -p "$port"
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || ! grep -q "rdma_client: end 0" "$dir/client.log" ||
    ! grep -q "rdma_server: end 0" "$dir/server.log"; then
     show "$dir/server.log" "$dir/client.log"

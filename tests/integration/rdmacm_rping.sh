@@ -8,10 +8,7 @@ run=$1
 addr=${2:-127.0.0.1}
 count=${3:-2000}
 size=${4:-65535}  # rping's own limit: 65535 (-S 65536 is refused by rping itself)
-if [ "$addr" = nonloopback ]; then
-    addr=$(local_address)
-    [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
-fi
+pair_setup "$addr"
 # rping's CM thread goes back into rdma_get_cm_event after acking DISCONNECTED
 # while main may already have closed the event channel: then the thread sees
 # EBADF and exit()s 255 after the whole run succeeded.  The kernel has the same
@@ -20,18 +17,9 @@ fi
 rping_exit_race() {  # RC LOG
     [ "$1" -eq 255 ] && grep -q 'DISCONNECT EVENT' "$2" && grep -q 'rdma_get_cm_event: Bad file descriptor' "$2"
 }
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-timeout 100 "$run" rping -s -a "$addr" -p "$port" -C "$count" -S "$size" -V > "$dir/server.log" 2>&1 &
-server=$!
-wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-timeout 90 "$run" rping -c -a "$addr" -p "$port" -C "$count" -S "$size" -V -v > "$dir/client.log" 2>&1
-client_rc=$?
+server_client "$run" rping -s -a "$addr" -p "$port" -C "$count" -S "$size" -V -- \
+    rping -c -a "$addr" -p "$port" -C "$count" -S "$size" -V -v
 rping_exit_race $client_rc "$dir/client.log" && { echo "note: rping client hit its own exit race (EBADF after DISCONNECTED)"; client_rc=0; }
-wait $server
-server_rc=$?
 rping_exit_race $server_rc "$dir/server.log" && { echo "note: rping server hit its own exit race (EBADF after DISCONNECTED)"; server_rc=0; }
 lines=$(grep -c "^ping data:" "$dir/client.log")
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || [ "$lines" -ne "$count" ]; then

@@ -26,18 +26,7 @@ here=$(dirname "$0")
 . "$here/rdmacm_lib.sh"
 run=$1
 iters=${2:-4000}
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-timeout 100 "$run" ib_send_bw -e -R -p "$port" -n "$iters" > "$dir/server.log" 2>&1 &
-server=$!
-wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-timeout 90 "$run" ib_send_bw -e -R -p "$port" -n "$iters" --rx-depth="$iters" 127.0.0.1 > "$dir/client.log" 2>&1
-client_rc=$?
-wait $server
-server_rc=$?
-result=$(grep -A1 "#bytes" "$dir/client.log" | tail -1)
+perftest_pair "$run" ib_send_bw 127.0.0.1 -e -R -n "$iters" -- --rx-depth="$iters"
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || ! echo "$result" | grep -Eq "^ *[0-9]+ +$iters "; then
     show "$dir/server.log" "$dir/client.log"
     fail "ib_send_bw -e -R: client rc=$client_rc server rc=$server_rc"

@@ -9,21 +9,9 @@ run=$1
 addr=${2:-127.0.0.1}
 conns=${3:-10}
 shift $(( $# < 3 ? $# : 3 ))
-if [ "$addr" = nonloopback ]; then
-    addr=$(local_address)
-    [ -n "$addr" ] || { echo "no non-loopback IPv4 address: skipped"; exit 77; }
-fi
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-timeout 100 "$run" ucmatose -b "$addr" -p "$port" -c "$conns" "$@" > "$dir/server.log" 2>&1 &
-server=$!
-wait_listen "$port" 20 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-timeout 90 "$run" ucmatose -s "$addr" -p "$port" -c "$conns" "$@" > "$dir/client.log" 2>&1
-client_rc=$?
-wait $server
-server_rc=$?
+pair_setup "$addr"
+server_client "$run" ucmatose -b "$addr" -p "$port" -c "$conns" "$@" -- \
+    ucmatose -s "$addr" -p "$port" -c "$conns" "$@"
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || ! grep -q "test complete" "$dir/client.log" ||
    ! grep -q "test complete" "$dir/server.log"; then
     show "$dir/server.log" "$dir/client.log"

@@ -15,18 +15,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "check.h"
+
 namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                                               \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__, __LINE__,   \
-                         #cond, errno, std::strerror(errno));                                     \
-            ++g_failures;                                                                         \
-        }                                                                                         \
-    } while (0)
 
 struct CmdHdr {
     uint32_t command;
@@ -113,10 +104,5 @@ int main()
     close(pipefd[0]);
     close(pipefd[1]);
 
-    if (g_failures) {
-        std::fprintf(stderr, "shim_surface: %d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("shim_surface: all checks passed\n");
-    return 0;
+    return iwemu::test::check_exit_status("shim_surface", "all checks passed");
 }

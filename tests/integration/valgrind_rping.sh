@@ -6,16 +6,13 @@ set -u
 here=$(dirname "$0")
 . "$here/rdmacm_lib.sh"
 valgrind=$1 run=$2 count=${3:-100}
-port=$(free_port) || fail "no free port"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-
-"$here/valgrind_check.sh" "$valgrind" "$run" rping -s -a 127.0.0.1 -p "$port" -C "$count" -S 4096 -V \
+pair_setup 127.0.0.1
+"$here/valgrind_check.sh" "$valgrind" "$run" rping -s -a "$addr" -p "$port" -C "$count" -S 4096 -V \
     > "$dir/server.log" 2>&1 &
 server=$!
 # valgrind starts slowly: allow it time to listen.
 wait_listen "$port" 60 $server || { kill $server 2>/dev/null; show "$dir/server.log"; fail "server did not listen"; }
-"$here/valgrind_check.sh" "$valgrind" "$run" rping -c -a 127.0.0.1 -p "$port" -C "$count" -S 4096 -V \
+"$here/valgrind_check.sh" "$valgrind" "$run" rping -c -a "$addr" -p "$port" -C "$count" -S 4096 -V \
     > "$dir/client.log" 2>&1
 client_rc=$?
 wait $server

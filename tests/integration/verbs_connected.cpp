@@ -17,28 +17,10 @@
 #include <cstring>
 #include <vector>
 
+#include "check.h"
+#include "rc_qp_attr.h"
+
 namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                                               \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__, __LINE__,   \
-                         #cond, errno, std::strerror(errno));                                     \
-            ++g_failures;                                                                         \
-        }                                                                                         \
-    } while (0)
-
-#define REQUIRE(cond)                                  \
-    do {                                               \
-        const bool ok_ = static_cast<bool>(cond);      \
-        CHECK(ok_ && #cond);                           \
-        if (!ok_) {                                    \
-            std::fprintf(stderr, "cannot continue\n"); \
-            std::exit(1);                              \
-        }                                              \
-    } while (0)
 
 constexpr int kTimeoutMs = 5000;
 constexpr size_t kBuf = 1 << 16;
@@ -85,11 +67,7 @@ void setup(Side& s, rdma_cm_id* id)
     s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     REQUIRE(s.mr);
-    ibv_qp_init_attr ia{};
-    ia.send_cq = s.cq;
-    ia.recv_cq = s.cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {16, 16, 2, 2, 64};
+    ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(s.cq, {16, 16, 2, 2, 64});
     REQUIRE(rdma_create_qp(id, s.pd, &ia) == 0);
     CHECK(ia.cap.max_inline_data >= 64);
 }
@@ -307,10 +285,5 @@ int main()
     rdma_destroy_event_channel(ech_c);
     rdma_destroy_event_channel(ech_s);
 
-    if (g_failures) {
-        std::fprintf(stderr, "verbs_connected: %d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("verbs_connected: all checks passed\n");
-    return 0;
+    return iwemu::test::check_exit_status("verbs_connected", "all checks passed");
 }

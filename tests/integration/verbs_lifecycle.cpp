@@ -17,28 +17,10 @@
 #include <cstring>
 #include <vector>
 
+#include "check.h"
+#include "rc_qp_attr.h"
+
 namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d %s)\n", __FILE__, __LINE__, \
-                         #cond, errno, std::strerror(errno));                               \
-            ++g_failures;                                                                   \
-        }                                                                                   \
-    } while (0)
-
-#define REQUIRE(cond)                                  \
-    do {                                               \
-        const bool ok_ = static_cast<bool>(cond);      \
-        CHECK(ok_ && #cond);                           \
-        if (!ok_) {                                    \
-            std::fprintf(stderr, "cannot continue\n"); \
-            std::exit(1);                              \
-        }                                              \
-    } while (0)
 
 bool readable(int fd, int timeout_ms)
 {
@@ -99,11 +81,7 @@ void check_async_cq_overflow(ibv_context* ctx, ibv_pd* pd)
 {
     ibv_cq* tiny = ibv_create_cq(ctx, 1, nullptr, nullptr, 0);
     REQUIRE(tiny);
-    ibv_qp_init_attr ia{};
-    ia.send_cq = tiny;
-    ia.recv_cq = tiny;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {64, 64, 1, 1, 0};
+    ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(tiny, {64, 64, 1, 1, 0});
     ibv_qp* qp = ibv_create_qp(pd, &ia);
     REQUIRE(qp);
     ibv_qp_attr a{};
@@ -150,12 +128,7 @@ void check_destroy_orders(ibv_context* ctx)
         ibv_srq_init_attr sia{};
         sia.attr = {4, 1, 0};
         ibv_srq* srq = pd ? ibv_create_srq(pd, &sia) : nullptr;
-        ibv_qp_init_attr ia{};
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.srq = srq;
-        ia.qp_type = IBV_QPT_RC;
-        ia.cap = {2, 0, 1, 0, 0};
+        ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(cq, {2, 0, 1, 0, 0}, srq);
         ibv_qp* qp = (pd && cq && srq) ? ibv_create_qp(pd, &ia) : nullptr;
         if (!pd || !mr || !ch || !cq || !srq || !qp) {
             CHECK(!"creating the object set");
@@ -261,12 +234,8 @@ int main()
     }
 
     // ---- QPs ----
-    ibv_qp_init_attr ia{};
+    ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(cq, {16, 16, 1, 1, 0});
     ia.qp_context = reinterpret_cast<void*>(0x5678);
-    ia.send_cq = cq;
-    ia.recv_cq = cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap = {16, 16, 1, 1, 0};
     ibv_qp* qp = ibv_create_qp(pd, &ia);
     REQUIRE(qp);
     CHECK(qp->qp_num != 0 && qp->state == IBV_QPS_RESET && qp->qp_context == reinterpret_cast<void*>(0x5678));
@@ -390,11 +359,7 @@ int main()
     REQUIRE(ch2);
     ibv_cq* cq2 = ibv_create_cq(ctx2, 8, nullptr, ch2, 0);
     REQUIRE(cq2);
-    ibv_qp_init_attr ia2{};
-    ia2.send_cq = cq2;
-    ia2.recv_cq = cq2;
-    ia2.qp_type = IBV_QPT_RC;
-    ia2.cap = {4, 4, 1, 1, 0};
+    ibv_qp_init_attr ia2 = iwemu::test::rc_qp_attr(cq2, {4, 4, 1, 1, 0});
     ibv_qp* qp2 = ibv_create_qp(pd2, &ia2);
     REQUIRE(qp2);
     ibv_mr* mr2 = ibv_reg_mr(pd2, buf.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -415,12 +380,7 @@ int main()
     ibv_srq_init_attr sia3{};
     sia3.attr = {4, 1, 0};
     ibv_srq* srq3 = ibv_create_srq(pd3, &sia3);
-    ibv_qp_init_attr ia3{};
-    ia3.send_cq = cq3;
-    ia3.recv_cq = cq3;
-    ia3.srq = srq3;
-    ia3.qp_type = IBV_QPT_RC;
-    ia3.cap = {4, 0, 1, 0, 0};
+    ibv_qp_init_attr ia3 = iwemu::test::rc_qp_attr(cq3, {4, 0, 1, 0, 0}, srq3);
     CHECK(srq3 && ibv_create_qp(pd3, &ia3) != nullptr);
     CHECK(ibv_reg_mr(pd3, buf.data(), 4096, IBV_ACCESS_LOCAL_WRITE) != nullptr);
     CHECK(ibv_close_device(ctx3) == 0);
@@ -440,11 +400,7 @@ int main()
         ibv_pd* cpd = cc ? ibv_alloc_pd(cc) : nullptr;
         ibv_comp_channel* cch = cc ? ibv_create_comp_channel(cc) : nullptr;
         ibv_cq* ccq = cch ? ibv_create_cq(cc, 8, nullptr, cch, 0) : nullptr;
-        ibv_qp_init_attr cia{};
-        cia.send_cq = ccq;
-        cia.recv_cq = ccq;
-        cia.qp_type = IBV_QPT_RC;
-        cia.cap = {4, 4, 1, 1, 0};
+        ibv_qp_init_attr cia = iwemu::test::rc_qp_attr(ccq, {4, 4, 1, 1, 0});
         ibv_qp* cqp = cpd && ccq ? ibv_create_qp(cpd, &cia) : nullptr;
         if (!cqp || ibv_req_notify_cq(ccq, 0) != 0) _exit(2);
         ibv_qp_attr ca{};
@@ -464,10 +420,5 @@ int main()
     CHECK(child > 0 && waitpid(child, &status, 0) == child);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
-    if (g_failures) {
-        std::fprintf(stderr, "verbs_lifecycle: %d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("verbs_lifecycle: all checks passed\n");
-    return 0;
+    return iwemu::test::check_exit_status("verbs_lifecycle", "all checks passed");
 }

@@ -254,38 +254,44 @@ void good(Context& cx, Outcome& out)
     check_victim(cx, serial, e, out);
 }
 
+// MPA framing attacks: a Send of `hello` (QN 0, MSN 1) whose FPDU `mangle`
+// alters before it goes out.
+void mangled_send_attack(Context& cx, Outcome& out, Expect e,
+                         const std::function<void(std::vector<uint8_t>&)>& mangle)
+{
+    fpdu_attack(cx, out, "", std::move(e), [&mangle](PeerConnection& pc) {
+        auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
+        mangle(f);
+        pc.send_raw(f);
+    });
+}
+
 void bad_crc(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "", term(TerminateLayer::llp, et::llp_mpa, ec::mpa_crc_error, false, false),
-                [](PeerConnection& pc) {
-                    auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
-                    f.back() ^= 0x01;
-                    pc.send_raw(f);
-                });
+    mangled_send_attack(cx, out, term(TerminateLayer::llp, et::llp_mpa, ec::mpa_crc_error, false, false),
+                        [](std::vector<uint8_t>& f) { f.back() ^= 0x01; });
 }
 
 // ULPDU_Length smaller than the DDP header it announces: MPA error 3
 // (fpdu_receiver.h, CHECKLIST decision 7, as Linux siw).
 void ulpdu_length_zero(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "", term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
-                [](PeerConnection& pc) {
-                    auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
-                    f[0] = 0;
-                    f[1] = 0;
-                    pc.send_raw(f);
-                });
+    mangled_send_attack(cx, out,
+                        term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
+                        [](std::vector<uint8_t>& f) {
+                            f[0] = 0;
+                            f[1] = 0;
+                        });
 }
 
 void ulpdu_length_short(Context& cx, Outcome& out)
 {
-    fpdu_attack(cx, out, "", term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
-                [](PeerConnection& pc) {
-                    auto f = pc.fpdu(PeerConnection::untagged(0x3, 0, 1, 0), hello);
-                    f[0] = 0;
-                    f[1] = 10;  // < 18, the untagged header its first octet announces
-                    pc.send_raw(f);
-                });
+    mangled_send_attack(cx, out,
+                        term(TerminateLayer::llp, et::llp_mpa, ec::mpa_marker_and_ulpdu_length_disagree, false, false),
+                        [](std::vector<uint8_t>& f) {
+                            f[0] = 0;
+                            f[1] = 10;  // < 18, the untagged header its first octet announces
+                        });
 }
 
 // ULPDU_Length larger than the octets that follow: the CRC is then taken
@@ -541,6 +547,22 @@ void send_invalidate_unknown_stag(Context& cx, Outcome& out)
                 });
 }
 
+// After an attack the victim may answer with the Terminate `allowed` or
+// with none, but must end the stream; then its receives flush and its ULP
+// sees DISCONNECTED.
+void expect_close_maybe_terminate(Context& cx, Outcome& out, PeerConnection& pc, int serial,
+                                  const TerminateCode& allowed, const std::string& attack, const char* no_eof)
+{
+    const VictimAnswer a = pc.receive(10s);
+    if (a.terminate && !(a.terminate->control.code == allowed))
+        out.fail("Terminate " + code_text(a.terminate->control.code) + " for " + attack);
+    if (!a.eof) out.fail(no_eof);
+    pc.close();
+    Expect e;
+    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
+    check_victim(cx, serial, e, out);
+}
+
 // A Terminate shorter than its 4-octet control word (ULPDU_Length 20 < 22).
 void short_terminate(Context& cx, Outcome& out)
 {
@@ -550,17 +572,11 @@ void short_terminate(Context& cx, Outcome& out)
     auto h = PeerConnection::untagged(0x7, wire::rdmap_qn_terminate, 1, 0);
     const uint8_t two[] = {0x02, 0x00};
     pc.send_fpdu(h, two);
-    const VictimAnswer a = pc.receive(10s);
     // Either answer is defensible: 0/2/FF for the malformed message, or
     // silence because a Terminate is never answered with one.
-    if (a.terminate &&
-        !(a.terminate->control.code == TerminateCode{TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_unspecified}))
-        out.fail("Terminate " + code_text(a.terminate->control.code) + " for a short Terminate");
-    if (!a.eof) out.fail("the victim did not close the connection");
-    pc.close();
-    Expect e;
-    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
-    check_victim(cx, serial, e, out);
+    expect_close_maybe_terminate(cx, out, pc, serial,
+                                 TerminateCode{TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_unspecified},
+                                 "a short Terminate", "the victim did not close the connection");
 }
 
 std::vector<uint8_t> terminate_fpdu_body(wire::TerminateLayout layout)
@@ -703,15 +719,9 @@ void truncated_stream(Context& cx, Outcome& out)
     f.resize(f.size() / 2);
     pc.send_raw(f);
     pc.shutdown_write();
-    const VictimAnswer a = pc.receive(10s);
-    if (a.terminate &&
-        !(a.terminate->control.code == TerminateCode{TerminateLayer::llp, et::llp_mpa, ec::mpa_tcp_connection_lost}))
-        out.fail("Terminate " + code_text(a.terminate->control.code) + " for a truncated stream");
-    if (!a.eof) out.fail("victim did not close after the peer's FIN");
-    pc.close();
-    Expect e;
-    e.victim = {"IBV_WC_WR_FLUSH_ERR", "DISCONNECTED"};
-    check_victim(cx, serial, e, out);
+    expect_close_maybe_terminate(cx, out, pc, serial,
+                                 TerminateCode{TerminateLayer::llp, et::llp_mpa, ec::mpa_tcp_connection_lost},
+                                 "a truncated stream", "victim did not close after the peer's FIN");
 }
 
 // Established, then gone at once (FIN or RST) before any FPDU.
