@@ -107,11 +107,20 @@ TEST(PollOwnership, APollerThatStopsDoesNotStrandAnRdmaWriteIntoMemoryItWatches)
     ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data(), 256, buf.ma, 1,
                              reinterpret_cast<uint64_t>(buf.b.data()), buf.mb->rkey()),
               0);
+    // Watch the QP's counter, not the memory (that would race with the
+    // placement as far as ThreadSanitizer can tell).
     const auto end = std::chrono::steady_clock::now() + 5s;
-    volatile uint8_t* last = buf.b.data() + 255;
-    while (*last != 0x5a && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(100us);
-    EXPECT_EQ(*last, 0x5a);
+    while (p.b->qp->counters().rx_fpdus.load() < 1 && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(100us);
+    ASSERT_GE(p.b->qp->counters().rx_fpdus.load(), 1u) << "the Write stayed with a thread that stopped polling";
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
+    EXPECT_GT(p.b->qp->counters().rx_engine_passes.load(), 0u);  // the engine placed it
+    // Let the engine's pass end, then take the receive lock once (a poll):
+    // the placement happens-before the check.
+    std::this_thread::sleep_for(20ms);
+    Completion wc[1];
+    p.b->scq->poll(wc, 1);
+    EXPECT_EQ(buf.b[255], 0x5a);
 }
 
 TEST(PollOwnership, OffByConfiguration)
