@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "emulator/emulator.h"
 #include "emulator/qp.h"
@@ -37,7 +38,7 @@ int CompletionQueue::poll(Completion* out, int max)
         if (pass == 1 || !emu_.config().rx_progress_on_poll) break;
         // Empty: run the receive path here, in the polling thread, instead
         // of waiting for the engine thread to wake up.
-        const bool own = emu_.config().poll_owns_rx;
+        const bool own = emu_.config().poll_owns_rx && busy_polling();
         auto drive = [](QueuePair* qp) {
             qp->try_tx_progress();
             qp->try_rx_progress();
@@ -74,6 +75,19 @@ int CompletionQueue::poll(Completion* out, int max)
             sched_yield();
     }
     return 0;
+}
+
+// Two empty polls close together: the thread spins on this CQ.  A thread
+// that polls now and then (between sleeps, once per frame) leaves the
+// receive path to the engine: what arrives in between, RDMA Writes and Read
+// Requests included, must not wait for its next poll or the lease tick.
+bool CompletionQueue::busy_polling()
+{
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    const int64_t prev = last_empty_poll_ns_.exchange(now, std::memory_order_relaxed);
+    return now - prev <= busy_poll_gap_ns;
 }
 
 void CompletionQueue::return_rx()

@@ -78,9 +78,13 @@ private:
     std::atomic<size_t> progress_cursor_{0};
 
     // Poll ownership (rx_poll_owner.cpp): an empty poll that visited every
-    // QP it drives takes their receive path from the engine thread;
-    // completions returned and req_notify give it back.
+    // QP it drives, within busy_poll_gap_ns of the previous empty poll,
+    // takes their receive path from the engine thread; completions returned
+    // and req_notify give it back.
     std::atomic<bool> owns_rx_{false};
+    std::atomic<int64_t> last_empty_poll_ns_{INT64_MIN / 2};
+    static constexpr int64_t busy_poll_gap_ns = 50'000;
+    bool busy_polling();
     void return_rx();
 };
 
