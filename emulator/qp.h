@@ -77,6 +77,7 @@ struct QpCounters {
     std::atomic<uint64_t> rx_copied_bytes{0};  // payload octets that went through the staging buffer
     std::atomic<uint64_t> rx_rnr_waits{0};     // Sends that found no receive posted and waited for one
     std::atomic<uint64_t> rx_engine_passes{0}; // receive passes the engine thread ran on EPOLLIN
+    std::atomic<uint64_t> rx_poll_lease_lapses{0};  // poll ownership handed back by the engine's lease tick
 };
 
 // What the last Terminate (sent or received) said: tests and diagnostics.

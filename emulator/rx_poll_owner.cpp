@@ -62,6 +62,7 @@ void QueuePair::poll_lease_tick()
         return;
     }
     if (!lapsed) return;
+    counters_.rx_poll_lease_lapses.fetch_add(1, std::memory_order_relaxed);
     rx_poll_owned_.store(false, std::memory_order_relaxed);
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_remove(qp_num_);

@@ -70,8 +70,11 @@ TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndTheCompletionGivesItBack)
     EXPECT_EQ(got[0].status, WcStatus::success);
     EXPECT_EQ(std::memcmp(buf.b.data(), "ping", 4), 0);
     // The poller read the Send itself: the engine never ran a receive pass
-    // for it (it had no EPOLLIN for this socket).
-    EXPECT_EQ(p.b->qp->counters().rx_engine_passes.load(), 0u);
+    // for it (it had no EPOLLIN for this socket) -- unless the poller was
+    // descheduled for a whole lease tick (a loaded machine) and the lease
+    // handed the receive path back first.
+    if (p.b->qp->counters().rx_poll_lease_lapses.load() == 0)
+        EXPECT_EQ(p.b->qp->counters().rx_engine_passes.load(), 0u);
     EXPECT_FALSE(p.b->qp->rx_poll_owned());  // a completion returned: back to the engine
 }
 
