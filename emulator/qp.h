@@ -247,6 +247,7 @@ private:
     void tx_retire_locked(TxSlot& slot);
     void sq_complete_in_order_locked();
     void set_epollout_locked(bool on);
+    void poll_release_rx_locked();            // rx_poll_owner.cpp: hand EPOLLIN back
     // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_,
     // rx_poll_owned_ and epollout_.
     void apply_epoll_interest_locked();

@@ -44,9 +44,14 @@ void QueuePair::poll_return_rx()
 {
     if (!rx_poll_owned_.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> g(sq_lock_);
-    if (!rx_poll_owned_.load(std::memory_order_relaxed)) return;
+    if (rx_poll_owned_.load(std::memory_order_relaxed)) poll_release_rx_locked();
+}
+
+// sq_lock_ held, owned: the engine reads again.  Level-triggered EPOLLIN
+// wakes it at once for octets that arrived meanwhile.
+void QueuePair::poll_release_rx_locked()
+{
     rx_poll_owned_.store(false, std::memory_order_relaxed);
-    // Level-triggered: octets that arrived meanwhile wake the engine at once.
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_remove(qp_num_);
 }
@@ -63,9 +68,7 @@ void QueuePair::poll_lease_tick()
     }
     if (!lapsed) return;
     counters_.rx_poll_lease_lapses.fetch_add(1, std::memory_order_relaxed);
-    rx_poll_owned_.store(false, std::memory_order_relaxed);
-    apply_epoll_interest_locked();
-    emu_.engine().poll_owner_remove(qp_num_);
+    poll_release_rx_locked();
 }
 
 }  // namespace iwemu

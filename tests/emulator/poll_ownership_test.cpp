@@ -37,9 +37,7 @@ bool poll_until_owned(CompletionQueue* cq, QueuePair* qp)
 // Wait without polling (a poll would run the receive path itself).
 bool wait_size(CompletionQueue* cq, uint32_t n, std::chrono::milliseconds timeout)
 {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (cq->size() < n && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(200us);
-    return cq->size() >= n;
+    return wait_until([&] { return cq->size() >= n; }, timeout);
 }
 
 struct Buffers {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -379,6 +380,22 @@ inline void connect_srq_qps(LoopbackPair& p, SharedReceiveQueue* srq, uint32_t m
     ASSERT_EQ(p.a->emu->create_qp(p.a->pd, ia, qa), 0);
     ASSERT_EQ((*qa)->modify(at, qp_attr_state), 0);
     ASSERT_EQ(attach_tcp_pair(*qa, *qb), 0);
+}
+
+// Poll a condition every millisecond until it holds or `timeout` passed.
+inline bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout)
+{
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+    return cond();
+}
+
+// Pair options with Config::rnr_wait_ms set.
+inline PairOptions with_rnr_wait(uint32_t ms)
+{
+    PairOptions o;
+    o.config.rnr_wait_ms = ms;
+    return o;
 }
 
 inline void fill_pattern(std::vector<uint8_t>& v, uint32_t seed)

@@ -18,20 +18,6 @@ constexpr TerminateCode no_buffer{TerminateLayer::ddp, wire::etype::ddp_untagged
 constexpr auto long_wait = 60000;  // rnr_wait_ms
 constexpr auto prompt = 5s;        // "at once" on a loaded 2-core machine
 
-PairOptions with_long_wait()
-{
-    PairOptions o;
-    o.config.rnr_wait_ms = long_wait;
-    return o;
-}
-
-bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout)
-{
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
-    return cond();
-}
-
 std::chrono::milliseconds since(std::chrono::steady_clock::time_point t0)
 {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
@@ -42,7 +28,7 @@ std::chrono::milliseconds since(std::chrono::steady_clock::time_point t0)
 struct ParkedStream {
     static constexpr uint32_t msg = 64 * 1024;
     static constexpr int count = 200;  // 12.5 MiB: more than both socket buffers
-    LoopbackPair p{with_long_wait()};
+    LoopbackPair p{with_rnr_wait(long_wait)};
     std::vector<uint8_t> src = std::vector<uint8_t>(msg);
     MemoryRegion* smr = p.a->reg(src.data(), src.size());
 
@@ -128,7 +114,7 @@ TEST(RnrDisconnect, ModifyToSqdDuringTransmissionDropsAtOnce)
 // waiting: the Send fails as at the deadline, Terminate 1/2/0x02.
 TEST(RnrDisconnect, SenderFinEndsTheParkedWait)
 {
-    LoopbackPair p(with_long_wait());
+    LoopbackPair p(with_rnr_wait(long_wait));
     std::vector<uint8_t> src(100);
     MemoryRegion* smr = p.a->reg(src.data(), src.size());
     ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), 100, smr, 1), 0);
@@ -176,7 +162,7 @@ TEST(RnrDisconnect, ParkedReceiverDisconnectDropsAtOnce)
 // graceful both ways, and receives posted meanwhile still land.
 TEST(RnrDisconnect, IdleDisconnectStaysGraceful)
 {
-    LoopbackPair p(with_long_wait());
+    LoopbackPair p(with_rnr_wait(long_wait));
     std::vector<uint8_t> src(4096), dst(4096);
     fill_pattern(src, 9);
     MemoryRegion* smr = p.a->reg(src.data(), src.size());

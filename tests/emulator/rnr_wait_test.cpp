@@ -15,20 +15,6 @@ using wire::TerminateLayer;
 constexpr TerminateCode no_buffer{TerminateLayer::ddp, wire::etype::ddp_untagged_buffer,
                                   wire::ecode::ddp_untagged_invalid_msn_no_buffer};
 
-PairOptions with_wait(uint32_t ms)
-{
-    PairOptions o;
-    o.config.rnr_wait_ms = ms;
-    return o;
-}
-
-bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout)
-{
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
-    return cond();
-}
-
 struct Buffers {
     std::vector<uint8_t> src, dst;
     MemoryRegion* smr;
@@ -45,7 +31,7 @@ struct Buffers {
 // receive is posted; then the message lands whole and nothing failed.
 TEST(RnrWait, SendBeforeReceiveWaitsThenLands)
 {
-    LoopbackPair p(with_wait(10000));
+    LoopbackPair p(with_rnr_wait(10000));
     Buffers b(*p.a, *p.b, 64 * 1024);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 64 * 1024, b.smr, 1), 0);
     ASSERT_TRUE(wait_until([&] { return p.b->qp->counters().rx_rnr_waits.load() == 1; }, 5s));
@@ -71,7 +57,7 @@ TEST(RnrWait, SendBeforeReceiveWaitsThenLands)
 // Nothing posted in time: the same Terminate as without the wait, after it.
 TEST(RnrWait, NothingPostedEndsInTerminate)
 {
-    LoopbackPair p(with_wait(300));
+    LoopbackPair p(with_rnr_wait(300));
     Buffers b(*p.a, *p.b, 4096);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 100, b.smr, 1), 0);
@@ -101,7 +87,7 @@ TEST(RnrWait, NothingPostedEndsInTerminate)
 // rnr_wait_ms = 0 is Linux siw's behaviour: no wait at all.
 TEST(RnrWait, ZeroMeansTerminateAtOnce)
 {
-    LoopbackPair p(with_wait(0));
+    LoopbackPair p(with_rnr_wait(0));
     Buffers b(*p.a, *p.b, 4096);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 100, b.smr, 1), 0);
     ASSERT_TRUE(p.b->wait_state(QpState::err, 5s));
@@ -113,7 +99,7 @@ TEST(RnrWait, ZeroMeansTerminateAtOnce)
 // aborted as for any QP moved to ERROR), not after the 60 s.
 TEST(RnrWait, ModifyToErrorEndsTheWait)
 {
-    LoopbackPair p(with_wait(60000));
+    LoopbackPair p(with_rnr_wait(60000));
     Buffers b(*p.a, *p.b, 4096);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data(), 100, b.smr, 1), 0);
     ASSERT_TRUE(wait_until([&] { return p.b->qp->counters().rx_rnr_waits.load() == 1; }, 5s));
@@ -129,7 +115,7 @@ TEST(RnrWait, ModifyToErrorEndsTheWait)
 // does the flow control, everything lands in order, nothing fails.
 TEST(RnrWait, UnthrottledSenderSlowReceiver)
 {
-    LoopbackPair p(with_wait(10000));
+    LoopbackPair p(with_rnr_wait(10000));
     constexpr uint32_t msg = 64 * 1024;
     constexpr int count = 200;  // 12.5 MiB: more than both socket buffers
     std::vector<uint8_t> src(msg * 4), dst(static_cast<size_t>(msg) * count);

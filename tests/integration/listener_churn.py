@@ -35,7 +35,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from listener_exhaustion import fail, fd_count, free_port, listening  # noqa: E402
+from listener_exhaustion import fail, fd_count, free_port, start_rping_server  # noqa: E402
 
 HALF_OPEN_CAP = 4             # server's IWEMU_MAX_HALF_OPEN
 MPA_TIMEOUT_MS = 20000        # server's IWEMU_MPA_TIMEOUT_MS
@@ -142,22 +142,9 @@ def main():
     port = free_port()
     env = dict(os.environ, IWEMU_MPA_TIMEOUT_MS=str(MPA_TIMEOUT_MS),
                IWEMU_MAX_HALF_OPEN=str(HALF_OPEN_CAP))
-    server_log = tempfile.TemporaryFile(mode="w+")
-    # iwemu-run execs rping: Popen's pid is the server's.
-    server = subprocess.Popen([run, "rping", "-s", "-P", "-a", "127.0.0.1", "-p", str(port),
-                               "-S", "4096", "-V"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=server_log)
+    server, server_log = start_rping_server(run, port, env)
     attacker = None
     try:
-        deadline = time.monotonic() + 20
-        while not listening(port):
-            if server.poll() is not None:
-                server_log.seek(0)
-                fail(f"server exited ({server.returncode}) before listening: {server_log.read()[-2000:]}")
-            if time.monotonic() > deadline:
-                fail("server does not listen after 20 s")
-            time.sleep(0.05)
-
         # Warm-up: the emulator creates its threads and descriptors on first use.
         took, _ = run_client(run, port, "warm-up", server.pid, 0)
         time.sleep(0.2)  # the server's per-client thread tears its QP down

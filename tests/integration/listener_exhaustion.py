@@ -68,6 +68,25 @@ def listening(port):
     return bool(out.strip())
 
 
+def start_rping_server(run, port, env):
+    """`rping -s -P` under iwemu-run (which execs rping: the Popen's pid is the
+    server's); returns (server, stderr log) once it listens on port."""
+    log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen([run, "rping", "-s", "-P", "-a", "127.0.0.1", "-p", str(port),
+                               "-S", "4096", "-V"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + 20
+    while not listening(port):
+        if server.poll() is not None:
+            log.seek(0)
+            fail(f"server exited ({server.returncode}) before listening: {log.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            server.kill()
+            fail("server does not listen after 20 s")
+        time.sleep(0.05)
+    return server, log
+
+
 def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -118,22 +137,9 @@ def main():
 
     port = free_port()
     env = dict(os.environ, IWEMU_MPA_TIMEOUT_MS=str(MPA_TIMEOUT_MS))
-    server_log = tempfile.TemporaryFile(mode="w+")
-    # iwemu-run execs rping: Popen's pid is the server's.
-    server = subprocess.Popen([run, "rping", "-s", "-P", "-a", "127.0.0.1", "-p", str(port),
-                               "-S", "4096", "-V"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=server_log)
+    server, server_log = start_rping_server(run, port, env)
     socks = []
     try:
-        deadline = time.monotonic() + 20
-        while not listening(port):
-            if server.poll() is not None:
-                server_log.seek(0)
-                fail(f"server exited ({server.returncode}) before listening: {server_log.read()[-2000:]}")
-            if time.monotonic() > deadline:
-                fail("server does not listen after 20 s")
-            time.sleep(0.05)
-
         # Warm-up: the emulator creates its threads and descriptors on first use.
         run_client(run, port, "warm-up")
         time.sleep(0.2)  # the server's per-client thread tears its QP down

@@ -57,6 +57,16 @@ pair_setup() {
     trap 'rm -rf "$dir"' EXIT
 }
 
+# qperf_server IWEMU_RUN SECONDS: `qperf -lp $port` under IWEMU_RUN in the
+# background for at most SECONDS ($server, its log $dir/server.log, killed at
+# exit); returns once it listens.  Needs $port and $dir.
+qperf_server() {
+    timeout "$2" "$1" qperf -lp "$port" > "$dir/server.log" 2>&1 &
+    server=$!
+    trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
+    wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "qperf server did not listen"; }
+}
+
 # server_client IWEMU_RUN SERVER ARGV... -- CLIENT ARGV...: the server in the
 # background and, once it listens on $port, the client, both under IWEMU_RUN
 # and bounded in time (the server $pair_limit seconds, default 100, the

@@ -10,10 +10,7 @@ addr=${2:-127.0.0.1}
 shift $(( $# < 2 ? $# : 2 ))
 port=$(free_port) || fail "no free port"
 dir=$(mktemp -d)
-timeout 100 "$run" qperf -lp "$port" > "$dir/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
-wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "qperf server did not listen"; }
+qperf_server "$run" 100
 timeout 90 "$run" qperf -cm1 -lp "$port" -t 2 "$addr" "$@" > "$dir/client.log" 2>&1
 client_rc=$?
 if [ $client_rc -ne 0 ] || grep -qi "fail\|error" "$dir/client.log"; then

@@ -16,10 +16,7 @@ limit=${3:-12}  # qperf -t 1 plus start-up; a waiting close takes 21 s or more
 export IWEMU_RNR_WAIT_MS=20000
 port=$(free_port) || fail "no free port"
 dir=$(mktemp -d)
-timeout 150 "$run" qperf -lp "$port" > "$dir/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
-wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "qperf server did not listen"; }
+qperf_server "$run" 150
 for i in $(seq 1 "$runs"); do
     t0=$(date +%s%N)
     timeout 40 "$run" qperf -cm1 -lp "$port" -t 1 127.0.0.1 rc_bw > "$dir/client.log" 2>&1
