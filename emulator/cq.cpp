@@ -38,7 +38,7 @@ int CompletionQueue::poll(Completion* out, int max)
         if (pass == 1 || !emu_.config().rx_progress_on_poll) break;
         // Empty: run the receive path here, in the polling thread, instead
         // of waiting for the engine thread to wake up.
-        const bool own = emu_.config().poll_owns_rx && busy_polling();
+        const bool own = emu_.config().poll_owns_rx && !armed() && busy_polling();
         auto drive = [](QueuePair* qp) {
             qp->try_tx_progress();
             qp->try_rx_progress();
@@ -101,11 +101,19 @@ void CompletionQueue::return_rx()
 
 int CompletionQueue::req_notify(bool solicited_only)
 {
-    // The application is about to sleep: the engine thread must receive.
-    if (owns_rx_.load(std::memory_order_relaxed)) return_rx();
-    std::lock_guard<std::mutex> g(lock_);
-    // "next" is stronger than "solicited": keep it if already armed so.
-    if (arm_ != Arm::next) arm_ = solicited_only ? Arm::solicited : Arm::next;
+    {
+        std::lock_guard<std::mutex> g(lock_);
+        // "next" is stronger than "solicited": keep it if already armed so.
+        if (arm_ != Arm::next) arm_ = solicited_only ? Arm::solicited : Arm::next;
+        armed_.store(true, std::memory_order_relaxed);
+    }
+    // The application is about to sleep: the engine thread must receive for
+    // every QP feeding this CQ, whichever CQ's poll took it over.  The poll
+    // that usually follows the arm (to close the race with a completion that
+    // came before it) cannot take it back while armed_ holds.
+    owns_rx_.store(false, std::memory_order_relaxed);
+    std::shared_lock<std::shared_mutex> g(qps_lock_);
+    for (QueuePair* qp : qps_) qp->poll_return_rx();
     return 0;
 }
 
@@ -147,11 +155,10 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
             // IB semantics: a solicited-only arm also fires on error completions.
             const bool matches = arm_ == Arm::next ||
                                  (arm_ == Arm::solicited && (solicited || c.status != WcStatus::success));
-            if (matches && handler_) {
+            if (matches) {
                 arm_ = Arm::none;
-                notify = handler_;
-            } else if (matches) {
-                arm_ = Arm::none;
+                armed_.store(false, std::memory_order_relaxed);
+                if (handler_) notify = handler_;
             }
         }
     }

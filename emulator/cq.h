@@ -43,6 +43,11 @@ public:
 
     void* user_context = nullptr;  // free for the provider / shim
 
+    // req_notify asked for an event that has not fired yet: the application
+    // sleeps, or is about to, until the engine delivers one.  No poller may
+    // take the receive path of this CQ's QPs then (rx_poll_owner.cpp).
+    bool armed() const { return armed_.load(std::memory_order_relaxed); }
+
     // -- emulator internals ------------------------------------------------
     // Append one completion.  `solicited` marks a receive of a Send with SE.
     // Returns false when the CQ overflowed (the completion is lost, the CQ
@@ -67,6 +72,7 @@ private:
     // poll that follows req_notify (which takes lock_) never misses a push.
     std::atomic<uint32_t> published_{0};
     Arm arm_ = Arm::none;
+    std::atomic<bool> armed_{false};  // arm_ != none, readable without lock_
     bool overflow_ = false;
     std::function<void()> handler_;
 

@@ -13,7 +13,8 @@
 // into memory it spins on, completions it sleeps for):
 //   - a poll that returns completions hands it back (the application now
 //     does something else, maybe waits on memory);
-//   - req_notify hands it back (the application is about to sleep);
+//   - req_notify hands it back (the application is about to sleep), and
+//     no poll takes it again until the requested event has fired;
 //   - the engine's lease check hands back what nobody polled for one tick
 //     (an application that gave up polling without either).
 // Only EPOLLIN moves: EPOLLOUT (a send backlog) and hang-ups stay the
@@ -35,6 +36,8 @@ void QueuePair::poll_take_rx()
     if (!g.owns_lock()) return;  // busy: the next empty poll tries again
     if (fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_)
         return;
+    // An armed CQ's application waits for the engine to deliver (cq.h).
+    if ((init_.send_cq && init_.send_cq->armed()) || (init_.recv_cq && init_.recv_cq->armed())) return;
     rx_poll_owned_.store(true, std::memory_order_relaxed);
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_add(qp_num_);
