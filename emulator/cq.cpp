@@ -83,11 +83,26 @@ int CompletionQueue::poll(Completion* out, int max)
 // Requests included, must not wait for its next poll or the lease tick.
 bool CompletionQueue::busy_polling()
 {
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch())
-                            .count();
+    const int64_t now = now_ns();
     const int64_t prev = last_empty_poll_ns_.exchange(now, std::memory_order_relaxed);
     return now - prev <= busy_poll_gap_ns;
+}
+
+bool CompletionQueue::lends_rx() const
+{
+    return !armed() && now_ns() >= no_take_until_ns_.load(std::memory_order_relaxed);
+}
+
+void CompletionQueue::note_lease_lapse()
+{
+    no_take_until_ns_.store(now_ns() + lapse_backoff_ns, std::memory_order_relaxed);
+}
+
+int64_t CompletionQueue::now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 void CompletionQueue::return_rx()

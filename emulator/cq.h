@@ -47,6 +47,12 @@ public:
     // sleeps, or is about to, until the engine delivers one.  No poller may
     // take the receive path of this CQ's QPs then (rx_poll_owner.cpp).
     bool armed() const { return armed_.load(std::memory_order_relaxed); }
+    // The engine's lease took the receive path back from a poller of this
+    // CQ that had walked away (rx_poll_owner.cpp).
+    void note_lease_lapse();
+    // A poller may take the receive path of a QP feeding this CQ: not armed,
+    // and no lease lapse lately.
+    bool lends_rx() const;
 
     // -- emulator internals ------------------------------------------------
     // Append one completion.  `solicited` marks a receive of a Send with SE.
@@ -90,6 +96,12 @@ private:
     std::atomic<bool> owns_rx_{false};
     std::atomic<int64_t> last_empty_poll_ns_{INT64_MIN / 2};
     static constexpr int64_t busy_poll_gap_ns = 50'000;
+    // After a lease lapse, polls of this CQ leave the receive path to the
+    // engine for a while: an application that polls once and then waits on
+    // memory, in a loop, would otherwise pay a lease tick per iteration.
+    std::atomic<int64_t> no_take_until_ns_{INT64_MIN / 2};
+    static constexpr int64_t lapse_backoff_ns = 100'000'000;
+    static int64_t now_ns();
     bool busy_polling();
     void return_rx();
 };

@@ -16,7 +16,9 @@
 //   - req_notify hands it back (the application is about to sleep), and
 //     no poll takes it again until the requested event has fired;
 //   - the engine's lease check hands back what nobody polled for one tick
-//     (an application that gave up polling without either).
+//     (an application that gave up polling without either), and the CQs of
+//     such a QP take nothing for a while (a loop that polls once and then
+//     waits on memory would otherwise pay a tick every iteration).
 // Only EPOLLIN moves: EPOLLOUT (a send backlog) and hang-ups stay the
 // engine's, and an RNR-parked receiver keeps its own rule.
 #include "emulator/emulator.h"
@@ -32,12 +34,12 @@ void QueuePair::poll_take_rx()
         rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return;
     }
+    // Not while the application sleeps on an armed CQ, nor soon after a lapse (cq.h).
+    if ((init_.send_cq && !init_.send_cq->lends_rx()) || (init_.recv_cq && !init_.recv_cq->lends_rx())) return;
     std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
     if (!g.owns_lock()) return;  // busy: the next empty poll tries again
     if (fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_)
         return;
-    // An armed CQ's application waits for the engine to deliver (cq.h).
-    if ((init_.send_cq && init_.send_cq->armed()) || (init_.recv_cq && init_.recv_cq->armed())) return;
     rx_poll_owned_.store(true, std::memory_order_relaxed);
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_add(qp_num_);
@@ -72,6 +74,8 @@ void QueuePair::poll_lease_tick()
     if (!lapsed) return;
     counters_.rx_poll_lease_lapses.fetch_add(1, std::memory_order_relaxed);
     poll_release_rx_locked();
+    if (init_.send_cq) init_.send_cq->note_lease_lapse();
+    if (init_.recv_cq) init_.recv_cq->note_lease_lapse();
 }
 
 }  // namespace iwemu

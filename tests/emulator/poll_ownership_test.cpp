@@ -144,6 +144,32 @@ TEST(PollOwnership, APollerThatStopsDoesNotStrandASend)
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
 }
 
+// A loop that polls, finds nothing and then waits elsewhere (on memory) would
+// pay a lease tick per iteration; after one lapse its CQ lends nothing for a while.
+TEST(PollOwnership, AfterALeaseLapseTheCqLeavesTheReceivePathToTheEngine)
+{
+    LoopbackPair p;
+    Buffers buf(p);
+    ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
+    ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 2), 0);
+    ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 8, buf.ma, 1), 0);
+    ASSERT_TRUE(wait_size(p.b->rcq, 1, 5s));
+    EXPECT_EQ(p.b->qp->counters().rx_poll_lease_lapses.load(), 1u);
+    EXPECT_FALSE(p.b->rcq->lends_rx());
+
+    // The next busy poll takes nothing: the engine keeps receiving.
+    Completion wc[4];
+    ASSERT_EQ(p.b->rcq->poll(wc, 4), 1);
+    poll_empty(p.b->rcq, kTakeAfter);
+    EXPECT_FALSE(p.b->qp->rx_poll_owned());
+    const uint64_t passes = p.b->qp->counters().rx_engine_passes.load();
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 8, buf.ma, 2), 0);
+    ASSERT_TRUE(wait_size(p.b->rcq, 1, 5s));
+    EXPECT_GT(p.b->qp->counters().rx_engine_passes.load(), passes);
+    EXPECT_EQ(p.b->qp->counters().rx_poll_lease_lapses.load(), 1u);
+}
+
 TEST(PollOwnership, APollerThatStopsDoesNotStrandAnRdmaWriteIntoMemoryItWatches)
 {
     LoopbackPair p;
@@ -236,8 +262,9 @@ TEST(PollOwnership, BusyPollingPingPongRarelyNeedsTheEngineThread)
     // Without poll ownership every message wakes the engine thread (one
     // receive pass per message); with it, the pollers read nearly all of
     // them.  A poller descheduled on an oversubscribed machine lets its
-    // lease lapse and the engine take over for a while, so the bound is
-    // generous and a run gets three tries.
+    // lease lapse and the engine take over for a while (and its CQ lends
+    // nothing for 100 ms after), so the bound is generous and a run gets
+    // three tries.
     uint64_t passes_a = 0, passes_b = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
         const uint64_t before_a = p.a->qp->counters().rx_engine_passes.load();
@@ -251,6 +278,8 @@ TEST(PollOwnership, BusyPollingPingPongRarelyNeedsTheEngineThread)
         passes_a = p.a->qp->counters().rx_engine_passes.load() - before_a;
         passes_b = p.b->qp->counters().rx_engine_passes.load() - before_b;
         if (passes_a < rounds / 2u && passes_b < rounds / 2u) break;
+        // A lapse also keeps the CQ from lending for 100 ms (cq.h): wait it out.
+        std::this_thread::sleep_for(150ms);
     }
     EXPECT_LT(passes_a, rounds / 2u);
     EXPECT_LT(passes_b, rounds / 2u);
