@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs perftest-configs/run --smoke into a fresh directory and checks its outputs:
-one JSON and one markdown file, well-formed, with the smoke set's four points each
-measured (a positive median, no threshold: figures are never pass/fail).
+one JSON and one markdown file, well-formed, with the smoke set's five points each
+measured (a positive median, no threshold: figures are never pass/fail), and
+ib_write_lat compared with its floor over plain TCP.
 
   check_smoke.py RUNNER IWEMU_RUN OUT_DIR
 """
@@ -34,7 +35,8 @@ for key in ("date", "set", "reps", "cpus", "iwemu_run", "skipped"):
 if meta.get("set") != "smoke" or meta.get("reps") != 1:
     failures.append(f"meta says set={meta.get('set')} reps={meta.get('reps')}")
 expected = {("ib_send_bw", 65536, "MB/s"), ("ib_write_lat", 8, "us"),
-            ("qperf:tcp_bw", 65536, "MB/s"), ("qperf:tcp_lat", 8, "us")}
+            ("qperf:tcp_bw", 65536, "MB/s"), ("qperf:tcp_lat", 8, "us"),
+            ("floor:write_lat", 8, "us")}
 got = {(x.get("program"), x.get("size"), x.get("unit")) for x in results}
 if got != expected:
     failures.append(f"results are {sorted(got)}, expected {sorted(expected)}")
@@ -44,6 +46,8 @@ for x in results:
         failures.append(f"{x.get('program')}: not measured ({x.get('note')})")
     elif x["kind"] == "iwemu" and not isinstance(x.get("ratio_vs_tcp"), (int, float)):
         failures.append(f"{x['program']}: no ratio to TCP")
+    elif x["program"] == "ib_write_lat" and not isinstance(x.get("ratio_vs_floor"), (int, float)):
+        failures.append("ib_write_lat: no ratio to floor:write_lat")
 
 with open(os.path.join(out, mds[0])) as f:
     md = f.read().splitlines()

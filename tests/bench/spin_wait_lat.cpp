@@ -1,0 +1,219 @@
+// spin_wait_lat: the floor of ib_write_lat's pattern over plain TCP, no iwemu.
+//
+// ib_write_lat's waiting thread spins on the last octet of its buffer and
+// never calls into the library, so a user-space RNIC can only place the
+// peer's Write from a second thread, which must wake and take the core from
+// the spinner when the octets arrive. This program measures exactly that
+// with nothing else on the path: a receiver thread blocked in epoll_wait()
+// reads each message from the TCP socket and publishes it to memory, and the
+// main thread spins on that memory, then sends the reply itself.
+// `--one-thread` is the same ping-pong with a blocking recv() in one thread
+// (what qperf tcp_lat measures), so one binary shows what the pattern costs.
+//
+//   spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread]          server
+//   spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread] HOST     client
+//
+// The client prints "spin_wait_lat SIZE ITERS typical_us" (half the median
+// round trip, perftest's t_typical).
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Options {
+  std::string host;  // empty: server
+  std::string port = "18515";
+  size_t size = 8;
+  unsigned iters = 20000;
+  bool one_thread = false;
+};
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "spin_wait_lat: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "usage: spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread] [HOST]\n");
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (a == "-p") {
+      o.port = value();
+    } else if (a == "-s") {
+      o.size = std::strtoul(value(), nullptr, 10);
+    } else if (a == "-n") {
+      o.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    } else if (a == "--one-thread") {
+      o.one_thread = true;
+    } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
+      o.host = a;
+    } else {
+      usage();
+    }
+  }
+  if (o.size == 0 || o.size > (64u << 20) || o.iters == 0) usage();
+  return o;
+}
+
+int connect_or_accept(const Options& o) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = o.host.empty() ? AI_PASSIVE : 0;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), o.port.c_str(), &hints,
+                           &res)) {
+    std::fprintf(stderr, "spin_wait_lat: %s\n", gai_strerror(rc));
+    std::exit(1);
+  }
+  int fd = socket(res->ai_family, SOCK_STREAM, 0);
+  if (fd < 0) die("socket");
+  if (o.host.empty()) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 1)) die("listen");
+    int conn = accept(fd, nullptr, nullptr);
+    if (conn < 0) die("accept");
+    close(fd);
+    fd = conn;
+  } else {
+    // The server may still be starting: retry for up to 10 s.
+    int tries = 0;
+    while (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+      if (++tries > 1000) die("connect");
+      usleep(10000);
+    }
+  }
+  freeaddrinfo(res);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+void send_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) die("send");
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+// Reads one whole message; false at the peer's orderly close.
+bool recv_message(int fd, char* p, size_t n, bool blocking) {
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, blocking ? 0 : MSG_DONTWAIT);
+    if (k == 0) return false;
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return false;
+      die("recv");
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// The receiver thread: wakes from epoll_wait like an RNIC emulator's engine,
+// reads a whole message and publishes it with a store the spinner watches.
+void receive_loop(int fd, size_t size, std::atomic<unsigned>* arrived) {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) die("epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) die("epoll_ctl");
+  std::vector<char> buf(size);
+  size_t have = 0;
+  for (;;) {
+    epoll_event got{};
+    int n = epoll_wait(ep, &got, 1, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) die("epoll_wait");
+    for (;;) {
+      ssize_t k = recv(fd, buf.data() + have, size - have, MSG_DONTWAIT);
+      if (k == 0) {
+        close(ep);
+        return;
+      }
+      if (k < 0) {
+        if (errno == EAGAIN || errno == EINTR) break;
+        die("recv");
+      }
+      have += static_cast<size_t>(k);
+      if (have == size) {
+        have = 0;
+        arrived->fetch_add(1, std::memory_order_release);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  bool client = !o.host.empty();
+  int fd = connect_or_accept(o);
+  std::vector<char> msg(o.size, 'w');
+  std::vector<double> rtt_us;
+  rtt_us.reserve(o.iters);
+
+  std::atomic<unsigned> arrived{0};
+  std::thread receiver;
+  if (!o.one_thread) receiver = std::thread(receive_loop, fd, o.size, &arrived);
+
+  std::vector<char> in(o.size);
+  for (unsigned i = 1; i <= o.iters; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (client) send_all(fd, msg.data(), msg.size());
+    if (o.one_thread) {
+      if (!recv_message(fd, in.data(), in.size(), true)) {
+        std::fprintf(stderr, "spin_wait_lat: peer closed after %u messages\n", i - 1);
+        return 1;
+      }
+    } else {
+      while (arrived.load(std::memory_order_acquire) < i) {
+      }
+    }
+    if (!client) send_all(fd, msg.data(), msg.size());
+    std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+    rtt_us.push_back(took.count());
+  }
+  shutdown(fd, SHUT_WR);
+  if (receiver.joinable()) receiver.join();
+  close(fd);
+  if (client) {
+    std::nth_element(rtt_us.begin(), rtt_us.begin() + rtt_us.size() / 2, rtt_us.end());
+    std::printf("spin_wait_lat %zu %u %.2f\n", o.size, o.iters, rtt_us[rtt_us.size() / 2] / 2);
+  }
+  return 0;
+}
