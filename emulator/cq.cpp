@@ -19,6 +19,8 @@ int CompletionQueue::poll(Completion* out, int max)
 {
     emu_.note_app_call();
     if (max <= 0) return 0;
+    // Racy increment on purpose: the lease only asks whether it moved.
+    poll_calls_.store(poll_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     for (int pass = 0; pass < 2; ++pass) {
         if (published_.load(std::memory_order_acquire) > 0) {
             std::unique_lock<std::mutex> g(lock_);
@@ -30,21 +32,26 @@ int CompletionQueue::poll(Completion* out, int max)
                 }
                 count_ -= static_cast<uint32_t>(n);
                 published_.store(count_, std::memory_order_release);
-                g.unlock();
-                if (owns_rx_.load(std::memory_order_relaxed)) return_rx();
+                // A poller that owns the receive path keeps it: it comes back
+                // for the next completion (the lease notices if it does not).
                 return n;
             }
         }
         if (pass == 1 || !emu_.config().rx_progress_on_poll) break;
         // Empty: run the receive path here, in the polling thread, instead
         // of waiting for the engine thread to wake up.
-        const bool own = emu_.config().poll_owns_rx && !armed() && busy_polling();
-        auto drive = [](QueuePair* qp) {
+        const int64_t now = now_ns();
+        const bool own = emu_.config().poll_owns_rx && !armed() && busy_polling(now);
+        auto drive = [now](QueuePair* qp) {
             qp->try_tx_progress();
-            qp->try_rx_progress();
+            if (qp->poll_rx_wanted(now)) qp->try_rx_progress();
         };
-        auto take = [this](QueuePair* qp) {
-            if (published_.load(std::memory_order_acquire) == 0) qp->poll_take_rx();
+        auto take = [this, now](QueuePair* qp) {
+            if (published_.load(std::memory_order_acquire) != 0) return;
+            if (qp->poll_rx_quiet(now))
+                qp->poll_return_rx();  // the engine waits for its next FPDU
+            else
+                qp->poll_take_rx();
         };
         if (emu_.visit_few_qps(drive)) {
             // ... still nothing: a poller that keeps polling owns the receive
@@ -81,9 +88,8 @@ int CompletionQueue::poll(Completion* out, int max)
 // that polls now and then (between sleeps, once per frame) leaves the
 // receive path to the engine: what arrives in between, RDMA Writes and Read
 // Requests included, must not wait for its next poll or the lease tick.
-bool CompletionQueue::busy_polling()
+bool CompletionQueue::busy_polling(int64_t now)
 {
-    const int64_t now = now_ns();
     const int64_t prev = last_empty_poll_ns_.exchange(now, std::memory_order_relaxed);
     return now - prev <= busy_poll_gap_ns;
 }
@@ -103,15 +109,6 @@ int64_t CompletionQueue::now_ns()
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
-}
-
-void CompletionQueue::return_rx()
-{
-    owns_rx_.store(false, std::memory_order_relaxed);
-    auto give_back = [](QueuePair* qp) { qp->poll_return_rx(); };
-    if (emu_.visit_few_qps(give_back, false)) return;
-    std::shared_lock<std::shared_mutex> g(qps_lock_);
-    for (QueuePair* qp : qps_) give_back(qp);
 }
 
 int CompletionQueue::req_notify(bool solicited_only)

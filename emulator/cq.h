@@ -53,6 +53,10 @@ public:
     // A poller may take the receive path of a QP feeding this CQ: not armed,
     // and no lease lapse lately.
     bool lends_rx() const;
+    // poll() calls so far (any result): a poller that keeps finding
+    // completions is still there (the lease, rx_poll_owner.cpp).
+    uint64_t poll_calls() const { return poll_calls_.load(std::memory_order_relaxed); }
+    static int64_t now_ns();
 
     // -- emulator internals ------------------------------------------------
     // Append one completion.  `solicited` marks a receive of a Send with SE.
@@ -91,8 +95,8 @@ private:
 
     // Poll ownership (rx_poll_owner.cpp): an empty poll that visited every
     // QP it drives, within busy_poll_gap_ns of the previous empty poll,
-    // takes their receive path from the engine thread; completions returned
-    // and req_notify give it back.
+    // takes their receive path from the engine thread; req_notify, the
+    // engine's lease and a quiet QP give it back.
     std::atomic<bool> owns_rx_{false};
     std::atomic<int64_t> last_empty_poll_ns_{INT64_MIN / 2};
     static constexpr int64_t busy_poll_gap_ns = 50'000;
@@ -101,9 +105,8 @@ private:
     // memory, in a loop, would otherwise pay a lease tick per iteration.
     std::atomic<int64_t> no_take_until_ns_{INT64_MIN / 2};
     static constexpr int64_t lapse_backoff_ns = 100'000'000;
-    static int64_t now_ns();
-    bool busy_polling();
-    void return_rx();
+    std::atomic<uint64_t> poll_calls_{0};
+    bool busy_polling(int64_t now);
 };
 
 }  // namespace iwemu

@@ -174,6 +174,15 @@ public:
     void poll_return_rx();        // poller, CQ arm, or the engine's lease check
     void poll_lease_tick();       // engine thread, once per lease tick: hand back if nobody polled
     bool rx_poll_owned() const { return rx_poll_owned_.load(std::memory_order_relaxed); }
+    // Whether an empty poll should read this QP's socket.  Not once it has
+    // stayed quiet for poll_quiet_visits empty polls and poll_quiet_ns: a
+    // sender whose peer never answers, or the idle rdma_cm QP beside the
+    // test QP, would cost a read() per poll.  The engine receives for a
+    // quiet QP; its first FPDU makes it wanted again.  `now_ns`: the poller's clock.
+    bool poll_rx_wanted(int64_t now_ns);
+    bool poll_rx_quiet(int64_t now_ns) const;
+    static constexpr uint32_t poll_quiet_visits = 256;
+    static constexpr int64_t poll_quiet_ns = 1'000'000;
 
 private:
     // ---------------- send side ----------------
@@ -421,6 +430,11 @@ private:
     std::atomic<bool> rx_poll_owned_{false};
     std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
     uint32_t rx_poll_count_seen_ = 0;         // engine thread: the count at the last lease tick
+    uint64_t cq_polls_seen_ = 0;              // engine thread: its CQs' poll calls at the last lease tick
+    // Quiet detection (poll_rx_wanted), by any polling thread.
+    std::atomic<uint64_t> poll_fpdus_seen_{0};
+    std::atomic<uint32_t> poll_empty_visits_{0};
+    std::atomic<int64_t> poll_quiet_since_ns_{0};
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
     // RFC 7306 (immediate_data.cpp)

@@ -11,14 +11,17 @@
 // The engine must get it back whenever the application may stop polling
 // and still expect progress (Read Responses to send, RDMA Writes to place
 // into memory it spins on, completions it sleeps for):
-//   - a poll that returns completions hands it back (the application now
-//     does something else, maybe waits on memory);
 //   - req_notify hands it back (the application is about to sleep), and
 //     no poll takes it again until the requested event has fired;
 //   - the engine's lease check hands back what nobody polled for one tick
 //     (an application that gave up polling without either), and the CQs of
 //     such a QP take nothing for a while (a loop that polls once and then
-//     waits on memory would otherwise pay a tick every iteration).
+//     waits on memory would otherwise pay a tick every iteration);
+//   - a QP that stays quiet goes back too, and empty polls stop reading it
+//     (poll_rx_wanted).
+// A poll that returns completions keeps it: handing it back and taking it
+// again cost two epoll_ctl() per message, one of them between the arrival
+// and the application's answer.
 // Only EPOLLIN moves: EPOLLOUT (a send backlog) and hang-ups stay the
 // engine's, and an RNR-parked receiver keeps its own rule.
 #include "emulator/emulator.h"
@@ -61,11 +64,43 @@ void QueuePair::poll_release_rx_locked()
     emu_.engine().poll_owner_remove(qp_num_);
 }
 
+bool QueuePair::poll_rx_wanted(int64_t now_ns)
+{
+    // Driven by a poller: the lease holds, however long its polls take.
+    if (rx_poll_owned_.load(std::memory_order_relaxed))
+        rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const uint64_t fpdus = counters_.rx_fpdus.load(std::memory_order_relaxed);
+    if (fpdus != poll_fpdus_seen_.load(std::memory_order_relaxed)) {
+        poll_fpdus_seen_.store(fpdus, std::memory_order_relaxed);
+        poll_empty_visits_.store(0, std::memory_order_relaxed);
+        return true;
+    }
+    const uint32_t visits = poll_empty_visits_.load(std::memory_order_relaxed);
+    if (visits == 0) poll_quiet_since_ns_.store(now_ns, std::memory_order_relaxed);
+    if (visits < poll_quiet_visits) {
+        poll_empty_visits_.store(visits + 1, std::memory_order_relaxed);
+        return true;
+    }
+    return now_ns - poll_quiet_since_ns_.load(std::memory_order_relaxed) < poll_quiet_ns;
+}
+
+bool QueuePair::poll_rx_quiet(int64_t now_ns) const
+{
+    return poll_empty_visits_.load(std::memory_order_relaxed) >= poll_quiet_visits &&
+           now_ns - poll_quiet_since_ns_.load(std::memory_order_relaxed) >= poll_quiet_ns &&
+           counters_.rx_fpdus.load(std::memory_order_relaxed) == poll_fpdus_seen_.load(std::memory_order_relaxed);
+}
+
 void QueuePair::poll_lease_tick()
 {
+    // The poller is there while it polls, empty or not: its empty polls
+    // count on the QP, and every poll of the QP's CQs counts there.
     const uint32_t polls = rx_poll_count_.load(std::memory_order_relaxed);
-    const bool lapsed = polls == rx_poll_count_seen_;
+    const uint64_t cq_polls = (init_.send_cq ? init_.send_cq->poll_calls() : 0) +
+                              (init_.recv_cq ? init_.recv_cq->poll_calls() : 0);
+    const bool lapsed = polls == rx_poll_count_seen_ && cq_polls == cq_polls_seen_;
     rx_poll_count_seen_ = polls;
+    cq_polls_seen_ = cq_polls;
     std::lock_guard<std::mutex> g(sq_lock_);
     if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
         emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number

@@ -1,7 +1,7 @@
 // Poll ownership of the receive path (emulator/rx_poll_owner.cpp): a thread
 // that keeps polling an empty CQ takes EPOLLIN away from the engine thread
-// and reads arriving FPDUs itself; the engine gets the receive path back on a
-// completion returned, on req_notify, and when the polls stop (lease), so
+// and reads arriving FPDUs itself; the engine gets the receive path back on
+// req_notify, when the polls stop (lease), and for a QP that stays quiet, so
 // nothing waits on a poller that went away.
 #include <atomic>
 #include <chrono>
@@ -47,7 +47,7 @@ struct Buffers {
     explicit Buffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
 };
 
-TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndTheCompletionGivesItBack)
+TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndKeepItAcrossACompletion)
 {
     LoopbackPair p;
     Buffers buf(p);
@@ -73,8 +73,41 @@ TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndTheCompletionGivesItBack)
     // handed the receive path back first.
     if (p.b->qp->counters().rx_poll_lease_lapses.load() == 0) {
         EXPECT_EQ(p.b->qp->counters().rx_engine_passes.load(), 0u);
+        // A poller that got its completion comes back for the next one:
+        // handing back and taking again would cost two epoll_ctl() a message.
+        EXPECT_TRUE(p.b->qp->rx_poll_owned());
     }
-    EXPECT_FALSE(p.b->qp->rx_poll_owned());  // a completion returned: back to the engine
+}
+
+// A QP nothing arrives on (a pure sender, the idle rdma_cm QP beside the test
+// QP) is not read by every empty poll: after poll_quiet_visits empty visits
+// and poll_quiet_ns it goes back to the engine, which receives its next FPDU.
+TEST(PollOwnership, AQuietQpGoesBackToTheEngineAndPollsStopReadingIt)
+{
+    LoopbackPair p;
+    Buffers buf(p);
+    ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
+    ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
+    ASSERT_TRUE(wait_until(
+        [&] {
+            poll_empty(p.b->rcq, 64);
+            return !p.b->qp->rx_poll_owned();
+        },
+        5s));
+    const uint64_t reads = p.b->qp->counters().rx_syscalls.load();
+    poll_empty(p.b->rcq, 1000);
+    EXPECT_EQ(p.b->qp->counters().rx_syscalls.load(), reads) << "empty polls still read a quiet QP";
+    EXPECT_FALSE(p.b->qp->rx_poll_owned());
+
+    // Its next FPDU: the engine receives it (nobody polls now), and polls
+    // want the QP again.
+    const uint64_t passes = p.b->qp->counters().rx_engine_passes.load();
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 8, buf.ma, 1), 0);
+    ASSERT_TRUE(wait_size(p.b->rcq, 1, 5s));
+    EXPECT_GT(p.b->qp->counters().rx_engine_passes.load(), passes);
+    Completion wc[2];
+    ASSERT_EQ(p.b->rcq->poll(wc, 2), 1);
+    EXPECT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
 }
 
 TEST(PollOwnership, ReqNotifyGivesTheReceivePathBackAndTheEventFires)
