@@ -47,11 +47,8 @@ int CompletionQueue::poll(Completion* out, int max)
             if (qp->poll_rx_wanted(now)) qp->try_rx_progress();
         };
         auto take = [this, now](QueuePair* qp) {
-            if (published_.load(std::memory_order_acquire) != 0) return;
-            if (qp->poll_rx_quiet(now))
-                qp->poll_return_rx();  // the engine waits for its next FPDU
-            else
-                qp->poll_take_rx();
+            // A quiet QP stays with the engine (poll_rx_wanted handed it back).
+            if (published_.load(std::memory_order_acquire) == 0 && !qp->poll_rx_quiet(now)) qp->poll_take_rx();
         };
         if (emu_.visit_few_qps(drive)) {
             // ... still nothing: a poller that keeps polling owns the receive

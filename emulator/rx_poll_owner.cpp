@@ -66,22 +66,28 @@ void QueuePair::poll_release_rx_locked()
 
 bool QueuePair::poll_rx_wanted(int64_t now_ns)
 {
-    // Driven by a poller: the lease holds, however long its polls take.
-    if (rx_poll_owned_.load(std::memory_order_relaxed))
-        rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    bool wanted = true;
     const uint64_t fpdus = counters_.rx_fpdus.load(std::memory_order_relaxed);
     if (fpdus != poll_fpdus_seen_.load(std::memory_order_relaxed)) {
         poll_fpdus_seen_.store(fpdus, std::memory_order_relaxed);
         poll_empty_visits_.store(0, std::memory_order_relaxed);
-        return true;
+    } else {
+        const uint32_t visits = poll_empty_visits_.load(std::memory_order_relaxed);
+        if (visits == 0) poll_quiet_since_ns_.store(now_ns, std::memory_order_relaxed);
+        if (visits < poll_quiet_visits)
+            poll_empty_visits_.store(visits + 1, std::memory_order_relaxed);
+        else
+            wanted = now_ns - poll_quiet_since_ns_.load(std::memory_order_relaxed) < poll_quiet_ns;
     }
-    const uint32_t visits = poll_empty_visits_.load(std::memory_order_relaxed);
-    if (visits == 0) poll_quiet_since_ns_.store(now_ns, std::memory_order_relaxed);
-    if (visits < poll_quiet_visits) {
-        poll_empty_visits_.store(visits + 1, std::memory_order_relaxed);
-        return true;
+    if (rx_poll_owned_.load(std::memory_order_relaxed)) {
+        if (wanted) {
+            // Driven by a poller: the lease holds, however long its polls take.
+            rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        } else {
+            poll_return_rx();  // quiet: nobody would read it, so the engine must
+        }
     }
-    return now_ns - poll_quiet_since_ns_.load(std::memory_order_relaxed) < poll_quiet_ns;
+    return wanted;
 }
 
 bool QueuePair::poll_rx_quiet(int64_t now_ns) const
