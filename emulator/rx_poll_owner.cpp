@@ -99,19 +99,21 @@ bool QueuePair::poll_rx_quiet(int64_t now_ns) const
 
 void QueuePair::poll_lease_tick()
 {
+    std::lock_guard<std::mutex> g(sq_lock_);
+    if (!rx_poll_owned_.load(std::memory_order_relaxed) || destroyed_) {
+        emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number
+        return;
+    }
     // The poller is there while it polls, empty or not: its empty polls
-    // count on the QP, and every poll of the QP's CQs counts there.
+    // count on the QP, and every poll of the QP's CQs counts there.  (The
+    // CQs outlive the QP until destroy_qp returns, which sets destroyed_
+    // under sq_lock_.)
     const uint32_t polls = rx_poll_count_.load(std::memory_order_relaxed);
     const uint64_t cq_polls = (init_.send_cq ? init_.send_cq->poll_calls() : 0) +
                               (init_.recv_cq ? init_.recv_cq->poll_calls() : 0);
     const bool lapsed = polls == rx_poll_count_seen_ && cq_polls == cq_polls_seen_;
     rx_poll_count_seen_ = polls;
     cq_polls_seen_ = cq_polls;
-    std::lock_guard<std::mutex> g(sq_lock_);
-    if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
-        emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number
-        return;
-    }
     if (!lapsed) return;
     counters_.rx_poll_lease_lapses.fetch_add(1, std::memory_order_relaxed);
     poll_release_rx_locked();
