@@ -47,8 +47,7 @@ int CompletionQueue::poll(Completion* out, int max)
             if (qp->poll_rx_wanted(now)) qp->try_rx_progress();
         };
         auto take = [this, now](QueuePair* qp) {
-            // A quiet QP stays with the engine (poll_rx_wanted handed it back).
-            if (published_.load(std::memory_order_acquire) == 0 && !qp->poll_rx_quiet(now)) qp->poll_take_rx();
+            if (published_.load(std::memory_order_acquire) == 0) qp->poll_take_rx(now);
         };
         if (emu_.visit_few_qps(drive)) {
             // ... still nothing: a poller that keeps polling owns the receive
@@ -91,9 +90,9 @@ bool CompletionQueue::busy_polling(int64_t now)
     return now - prev <= busy_poll_gap_ns;
 }
 
-bool CompletionQueue::lends_rx() const
+bool CompletionQueue::lends_rx(int64_t now) const
 {
-    return !armed() && now_ns() >= no_take_until_ns_.load(std::memory_order_relaxed);
+    return !armed() && now >= no_take_until_ns_.load(std::memory_order_relaxed);
 }
 
 void CompletionQueue::note_lease_lapse()

@@ -51,8 +51,8 @@ public:
     // CQ that had walked away (rx_poll_owner.cpp).
     void note_lease_lapse();
     // A poller may take the receive path of a QP feeding this CQ: not armed,
-    // and no lease lapse lately.
-    bool lends_rx() const;
+    // and no lease lapse lately.  `now`: the poller's clock (now_ns()).
+    bool lends_rx(int64_t now) const;
     // poll() calls so far (any result): a poller that keeps finding
     // completions is still there (the lease, rx_poll_owner.cpp).
     uint64_t poll_calls() const { return poll_calls_.load(std::memory_order_relaxed); }

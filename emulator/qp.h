@@ -170,7 +170,7 @@ public:
     // thread (each empty poll reads them itself).  The receive path goes back
     // to the engine on a completion returned, on req_notify, or when the
     // polls stop (the engine's lease check).
-    void poll_take_rx();          // an empty poll found nothing
+    void poll_take_rx(int64_t now_ns);  // an empty poll found nothing (`now_ns`: the poller's clock)
     void poll_return_rx();        // poller, CQ arm, or the engine's lease check
     void poll_lease_tick();       // engine thread, once per lease tick: hand back if nobody polled
     bool rx_poll_owned() const { return rx_poll_owned_.load(std::memory_order_relaxed); }

@@ -30,15 +30,18 @@
 
 namespace iwemu {
 
-void QueuePair::poll_take_rx()
+void QueuePair::poll_take_rx(int64_t now_ns)
 {
+    if (poll_rx_quiet(now_ns)) return;  // stays with the engine (poll_rx_wanted handed it back)
     if (rx_poll_owned_.load(std::memory_order_relaxed)) {
         // Any change tells the lease check the poller is still there.
         rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return;
     }
-    // Not while the application sleeps on an armed CQ, nor soon after a lapse (cq.h).
-    if ((init_.send_cq && !init_.send_cq->lends_rx()) || (init_.recv_cq && !init_.recv_cq->lends_rx())) return;
+    // Nothing is taken while the application sleeps on an armed CQ, nor soon
+    // after a lapse (cq.h).
+    if (init_.send_cq && !init_.send_cq->lends_rx(now_ns)) return;
+    if (init_.recv_cq && init_.recv_cq != init_.send_cq && !init_.recv_cq->lends_rx(now_ns)) return;
     std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
     if (!g.owns_lock()) return;  // busy: the next empty poll tries again
     if (fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_)
@@ -71,13 +74,12 @@ bool QueuePair::poll_rx_wanted(int64_t now_ns)
     if (fpdus != poll_fpdus_seen_.load(std::memory_order_relaxed)) {
         poll_fpdus_seen_.store(fpdus, std::memory_order_relaxed);
         poll_empty_visits_.store(0, std::memory_order_relaxed);
+    } else if (poll_rx_quiet(now_ns)) {
+        wanted = false;
     } else {
         const uint32_t visits = poll_empty_visits_.load(std::memory_order_relaxed);
         if (visits == 0) poll_quiet_since_ns_.store(now_ns, std::memory_order_relaxed);
-        if (visits < poll_quiet_visits)
-            poll_empty_visits_.store(visits + 1, std::memory_order_relaxed);
-        else
-            wanted = now_ns - poll_quiet_since_ns_.load(std::memory_order_relaxed) < poll_quiet_ns;
+        if (visits < poll_quiet_visits) poll_empty_visits_.store(visits + 1, std::memory_order_relaxed);
     }
     if (rx_poll_owned_.load(std::memory_order_relaxed)) {
         if (wanted) {

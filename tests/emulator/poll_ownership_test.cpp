@@ -47,6 +47,20 @@ struct Buffers {
     explicit Buffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
 };
 
+// An RDMA Write of `len` octets of `fill` from a's buffer into b's, then up
+// to 5 s for b's QP to receive it.  Watches the QP's counter, not the memory
+// (that would race with the placement as far as ThreadSanitizer can tell).
+void write_and_wait_received(LoopbackPair& p, Buffers& buf, uint8_t fill, size_t len)
+{
+    std::memset(buf.a.data(), fill, len);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data(), static_cast<uint32_t>(len), buf.ma, 1,
+                             reinterpret_cast<uint64_t>(buf.b.data()), buf.mb->rkey()),
+              0);
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (p.b->qp->counters().rx_fpdus.load() < 1 && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(100us);
+}
+
 TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndKeepItAcrossACompletion)
 {
     LoopbackPair p;
@@ -229,7 +243,7 @@ TEST(PollOwnership, AfterALeaseLapseTheCqLeavesTheReceivePathToTheEngine)
     ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 8, buf.ma, 1), 0);
     ASSERT_TRUE(wait_size(p.b->rcq, 1, 5s));
     EXPECT_EQ(p.b->qp->counters().rx_poll_lease_lapses.load(), 1u);
-    EXPECT_FALSE(p.b->rcq->lends_rx());
+    EXPECT_FALSE(p.b->rcq->lends_rx(CompletionQueue::now_ns()));
 
     // The next busy poll takes nothing: the engine keeps receiving.
     Completion wc[4];
@@ -250,15 +264,7 @@ TEST(PollOwnership, APollerThatStopsDoesNotStrandAnRdmaWriteIntoMemoryItWatches)
     // Like ib_write_lat: the target polls its send CQ, then spins on memory.
     ASSERT_TRUE(poll_until_owned(p.b->scq, p.b->qp));
 
-    std::memset(buf.a.data(), 0x5a, 256);
-    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data(), 256, buf.ma, 1,
-                             reinterpret_cast<uint64_t>(buf.b.data()), buf.mb->rkey()),
-              0);
-    // Watch the QP's counter, not the memory (that would race with the
-    // placement as far as ThreadSanitizer can tell).
-    const auto end = std::chrono::steady_clock::now() + 5s;
-    while (p.b->qp->counters().rx_fpdus.load() < 1 && std::chrono::steady_clock::now() < end)
-        std::this_thread::sleep_for(100us);
+    write_and_wait_received(p, buf, 0x5a, 256);
     ASSERT_GE(p.b->qp->counters().rx_fpdus.load(), 1u) << "the Write stayed with a thread that stopped polling";
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
     EXPECT_GT(p.b->qp->counters().rx_engine_passes.load(), 0u);  // the engine placed it
@@ -281,13 +287,7 @@ TEST(PollOwnership, AThreadThatPollsNowAndThenLeavesTheReceivePathToTheEngine)
     }
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
     // An RDMA Write lands at once, placed by the engine thread.
-    std::memset(buf.a.data(), 0x3c, 64);
-    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data(), 64, buf.ma, 1,
-                             reinterpret_cast<uint64_t>(buf.b.data()), buf.mb->rkey()),
-              0);
-    const auto end = std::chrono::steady_clock::now() + 5s;
-    while (p.b->qp->counters().rx_fpdus.load() < 1 && std::chrono::steady_clock::now() < end)
-        std::this_thread::sleep_for(100us);
+    write_and_wait_received(p, buf, 0x3c, 64);
     EXPECT_GE(p.b->qp->counters().rx_engine_passes.load(), 1u);
     // Join the engine threads before the buffers go (the counter alone orders
     // nothing for ThreadSanitizer).
