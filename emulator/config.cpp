@@ -71,6 +71,7 @@ constexpr Key keys[] = {
     {"busy_poll_us", "IWEMU_BUSY_POLL_US"},
     {"poll_progress", "IWEMU_POLL_PROGRESS"},
     {"poll_owns_rx", "IWEMU_POLL_OWNS_RX"},
+    {"event_waiter_receives", "IWEMU_EVENT_WAITER_RECEIVES"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -102,6 +103,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "busy_poll_us") ok = parse_u32(value, 0, 1000000, &busy_poll_us);
     else if (key == "poll_progress") ok = parse_bool(value, &rx_progress_on_poll);
     else if (key == "poll_owns_rx") ok = parse_bool(value, &poll_owns_rx);
+    else if (key == "event_waiter_receives") ok = parse_bool(value, &event_waiter_receives);
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

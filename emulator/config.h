@@ -45,6 +45,7 @@ struct Config {
     uint32_t busy_poll_us = 50;      // IWEMU_BUSY_POLL_US: spin budget before sleeping in epoll
     bool rx_progress_on_poll = true; // IWEMU_POLL_PROGRESS: poll_cq also runs the receive path
     bool poll_owns_rx = true;        // IWEMU_POLL_OWNS_RX: a busy-polling thread takes EPOLLIN from the engine
+    bool event_waiter_receives = true;  // IWEMU_EVENT_WAITER_RECEIVES: a thread blocked for a CQ event reads the sockets itself
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

@@ -125,10 +125,28 @@ int CompletionQueue::req_notify(bool solicited_only)
     return 0;
 }
 
-void CompletionQueue::set_event_handler(std::function<void()> handler)
+void CompletionQueue::set_event_handler(std::function<void()> handler, int channel_fd)
 {
+    auto h = handler ? std::make_shared<const std::function<void()>>(std::move(handler)) : nullptr;
     std::lock_guard<std::mutex> g(lock_);
-    handler_ = std::move(handler);
+    handler_ = std::move(h);
+    event_channel_.store(handler_ ? channel_fd : -1, std::memory_order_relaxed);
+}
+
+namespace {
+thread_local int t_awaited_channel = -1;
+thread_local bool t_awaited_fired = false;
+}  // namespace
+
+void CompletionQueue::await_channel(int channel_fd)
+{
+    t_awaited_channel = channel_fd;
+    t_awaited_fired = false;
+}
+
+bool CompletionQueue::awaited_channel_fired()
+{
+    return t_awaited_fired;
 }
 
 uint32_t CompletionQueue::size() const
@@ -145,7 +163,7 @@ bool CompletionQueue::overflowed() const
 
 bool CompletionQueue::push(const Completion& c, bool solicited)
 {
-    std::function<void()> notify;
+    std::shared_ptr<const std::function<void()>> notify;
     bool report_overflow = false;
     bool accepted = false;
     {
@@ -176,7 +194,11 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
         ev.cq = this;
         emu_.post_async_event(ev);
     }
-    if (notify) notify();
+    if (notify) {
+        (*notify)();
+        if (t_awaited_channel >= 0 && event_channel_.load(std::memory_order_relaxed) == t_awaited_channel)
+            t_awaited_fired = true;
+    }
     return accepted;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
@@ -35,7 +36,15 @@ public:
     // Called (from an emulator thread or the completing thread, no emulator
     // lock held) when an armed CQ receives a matching completion.  The shim
     // or provider writes its completion channel from here.
-    void set_event_handler(std::function<void()> handler);
+    // `channel_fd`: the completion channel the handler posts to (its read
+    // end, the fd the application waits on), or -1.
+    void set_event_handler(std::function<void()> handler, int channel_fd = -1);
+    int event_channel() const { return event_channel_.load(std::memory_order_relaxed); }
+    // A thread waiting for an event of `channel_fd` (rx_event_waiter.cpp)
+    // runs the receive path itself: await_channel() before, then
+    // awaited_channel_fired() says whether an event it produced was one.
+    static void await_channel(int channel_fd);
+    static bool awaited_channel_fired();
 
     uint32_t capacity() const { return capacity_; }
     uint32_t size() const;
@@ -84,7 +93,10 @@ private:
     Arm arm_ = Arm::none;
     std::atomic<bool> armed_{false};  // arm_ != none, readable without lock_
     bool overflow_ = false;
-    std::function<void()> handler_;
+    // Shared, not copied per event: a std::function holding the provider's
+    // lambda would allocate on every copy.
+    std::shared_ptr<const std::function<void()>> handler_;
+    std::atomic<int> event_channel_{-1};
 
     // QPs whose receive path poll() may drive (opportunistic progress).
     mutable std::shared_mutex qps_lock_;

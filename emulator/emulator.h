@@ -109,6 +109,15 @@ public:
     // each QP and returns true, or returns false when there are more QPs
     // (or, with try_only, when the list is being changed).
     static constexpr size_t few_qps_max = 4;
+
+    // A thread is about to block reading completion channel `channel_fd`
+    // (the shim's read(), i.e. ibv_get_cq_event): sleep in poll() on the
+    // channel and on the sockets of the QPs feeding it, and run their
+    // receive path in this thread (rx_event_waiter.cpp).  ready: the channel
+    // has an event to read now (or the wait gave up; the caller's read()
+    // blocks as usual); interrupted: a signal whose handler asks for EINTR.
+    enum class ChannelWait { ready, interrupted, not_handled };
+    ChannelWait wait_channel(int channel_fd);
     template <typename F>
     bool visit_few_qps(F&& f, bool try_only = true)
     {

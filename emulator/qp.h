@@ -181,6 +181,16 @@ public:
     // quiet QP; its first FPDU makes it wanted again.  `now_ns`: the poller's clock.
     bool poll_rx_wanted(int64_t now_ns);
     bool poll_rx_quiet(int64_t now_ns) const;
+
+    // ---- a thread waiting for a completion event (rx_event_waiter.cpp) ------
+    // Whether the QP's send or receive CQ posts events to this channel.
+    bool feeds_channel(int channel_fd) const;
+    // Takes the receive path for a thread that sleeps on the socket itself;
+    // returns the socket, or -1 when the engine must keep it (no socket, EOF
+    // read, RNR-parked).  poll_return_rx() gives it back.
+    int wait_take_rx();
+    // The socket a waiter may keep sleeping on (-1: stop watching it).
+    int wait_socket() const;
     static constexpr uint32_t poll_quiet_visits = 256;
     static constexpr int64_t poll_quiet_ns = 1'000'000;
 

@@ -3,9 +3,11 @@
 #include <cerrno>
 #include <fcntl.h>
 #include <mutex>
+#include <poll.h>
 #include <unistd.h>
 #include <unordered_map>
 
+#include "emulator/emulator.h"
 #include "kmod-shim/fd_table.h"
 
 namespace iwemu::shim {
@@ -53,6 +55,20 @@ void comp_channel_close(int fd)
     }
     fd_table_clear(fd);
     close(writer);
+}
+
+ssize_t comp_channel_read(int fd, void* buf, size_t len, ssize_t (*real_read)(int, void*, size_t))
+{
+    const int flags = fcntl(fd, F_GETFL);
+    if (len > 0 && flags >= 0 && !(flags & O_NONBLOCK)) {
+        pollfd queued{fd, POLLIN, 0};
+        if (poll(&queued, 1, 0) == 0 &&
+            Emulator::instance().wait_channel(fd) == Emulator::ChannelWait::interrupted) {
+            errno = EINTR;
+            return -1;
+        }
+    }
+    return real_read(fd, buf, len);
 }
 
 }  // namespace iwemu::shim

@@ -8,6 +8,8 @@
 // libraries beyond that fd.
 #pragma once
 
+#include <sys/types.h>
+
 namespace iwemu::shim {
 
 // Creates a channel; returns the application's fd or -1 with errno set.
@@ -15,6 +17,11 @@ int comp_channel_create();
 
 // The application closed the read end: drop our write end.
 void comp_channel_close(int fd);
+
+// read() of a channel's read end.  A blocking read with nothing queued
+// first lets the emulator receive in this thread until an event is there
+// (Emulator::wait_channel), then reads through `real_read`.
+ssize_t comp_channel_read(int fd, void* buf, size_t len, ssize_t (*real_read)(int, void*, size_t));
 
 }  // namespace iwemu::shim
 

@@ -82,6 +82,7 @@ DECLARE_REAL(faccessat, int, int, const char*, int, int);
 DECLARE_REAL(write, ssize_t, int, const void*, size_t);
 DECLARE_REAL(ioctl, int, int, unsigned long, ...);
 DECLARE_REAL(close, int, int);
+DECLARE_REAL(read, ssize_t, int, void*, size_t);
 DECLARE_REAL(dup2, int, int, int);
 DECLARE_REAL(dup3, int, int, int, int);
 
@@ -362,6 +363,13 @@ int faccessat(int dirfd, const char* path, int mode, int flags)
     DevPath dev = classify_guarded(path);
     if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
     return REAL(faccessat)(dirfd, path, mode, flags);
+}
+
+ssize_t read(int fd, void* buf, size_t len)
+{
+    if (fd_table_get(fd).kind == FdKind::comp_channel)
+        return guarded([&] { return comp_channel_read(fd, buf, len, REAL(read)); });
+    return REAL(read)(fd, buf, len);
 }
 
 ssize_t write(int fd, const void* buf, size_t len)

@@ -85,7 +85,8 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
         // element is the ibv_cq* ibv_get_cq_event hands back.
         cq->sender = sender;
         const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
-        cq->emu->set_event_handler([sender = std::move(sender), handle] { sender->post(handle); });
+        // The channel's fd names it for a thread that waits on it (rx_event_waiter.cpp).
+        cq->emu->set_event_handler([sender = std::move(sender), handle] { sender->post(handle); }, channel->fd);
     }
     track(ctx, &ContextObjects::cqs, cq);
     return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
