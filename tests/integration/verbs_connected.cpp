@@ -3,18 +3,23 @@
 // then the data verbs through the iwemu provider: SEND/RECV with two SGEs,
 // inline SEND, RDMA WRITE, RDMA READ, RDMA WRITE with immediate (RFC 7306),
 // an unsignalled WR retired by a later signalled one, completions awaited
-// through completion channels, and the WR fields (opcode, remote address,
+// through completion channels (polled, and slept on in ibv_get_cq_event by
+// two threads in a ping-pong), and the WR fields (opcode, remote address,
 // rkey, byte_len, wr_id, imm_data) checked end to end.  Then disconnect and
 // destroy.  Every wait is bounded.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <signal.h>
+#include <sys/time.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "check.h"
@@ -232,6 +237,78 @@ int main()
         CHECK(std::memcmp(s.buf.data() + 49152, c.buf.data() + 49152, 3000) == 0);
         wr.opcode = IBV_WR_SEND_WITH_IMM;
         CHECK(ibv_post_send(c.id->qp, &wr, &bad) == EOPNOTSUPP && bad == &wr);
+    }
+
+    // 4c. Blocking waits: each side's thread sleeps in ibv_get_cq_event with
+    //     nothing queued (the shim lets that thread receive itself,
+    //     emulator/rx_event_waiter.cpp) through a SEND ping-pong, while a
+    //     SIGALRM handler installed with SA_RESTART fires every 2 ms: like
+    //     read(), the wait restarts.
+    {
+        struct sigaction sa{}, old{};
+        sa.sa_handler = [](int) {};
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        CHECK(sigaction(SIGALRM, &sa, &old) == 0);
+        itimerval tick{{0, 2000}, {0, 2000}};
+        CHECK(setitimer(ITIMER_REAL, &tick, nullptr) == 0);
+        // The next receive completion, sleeping in ibv_get_cq_event between polls.
+        auto wait_recv = [](Side& x) {
+            for (;;) {
+                ibv_wc w{};
+                const int n = ibv_poll_cq(x.cq, 1, &w);
+                if (n < 0) return false;
+                if (n == 1) {
+                    if (w.status != IBV_WC_SUCCESS) return false;
+                    if (w.opcode == IBV_WC_RECV) return w.byte_len == 8;
+                    continue;
+                }
+                if (ibv_req_notify_cq(x.cq, 0) != 0) return false;
+                if (ibv_poll_cq(x.cq, 1, &w) != 0) {
+                    if (w.status != IBV_WC_SUCCESS) return false;
+                    if (w.opcode == IBV_WC_RECV) return w.byte_len == 8;
+                    continue;
+                }
+                ibv_cq* cq = nullptr;
+                void* ctx = nullptr;
+                if (ibv_get_cq_event(x.ch, &cq, &ctx) != 0 || cq != x.cq) return false;
+                ibv_ack_cq_events(cq, 1);
+            }
+        };
+        constexpr int rounds = 300;
+        std::atomic<bool> done{false};
+        std::thread watchdog([&] {
+            for (int i = 0; i < 2000 && !done; ++i) poll(nullptr, 0, 10);
+            if (!done) {
+                std::fprintf(stderr, "blocking ping-pong stuck\n");
+                std::_Exit(1);
+            }
+        });
+        post_recv(s, 3000, 0, 8);
+        post_recv(c, 3001, 0, 8);
+        std::atomic<int> served{0};
+        std::thread server([&] {
+            for (int i = 0; i < rounds; ++i) {
+                if (!wait_recv(s)) return;
+                post_recv(s, 3000, 0, 8);
+                if (post_send(s, 3100, IBV_WR_SEND, 1024, 8, IBV_SEND_SIGNALED) != 0) return;
+                served.fetch_add(1);
+            }
+        });
+        int answered = 0;
+        for (int i = 0; i < rounds; ++i) {
+            if (post_send(c, 3200, IBV_WR_SEND, 1024, 8, IBV_SEND_SIGNALED) != 0 || !wait_recv(c)) break;
+            post_recv(c, 3001, 0, 8);
+            ++answered;
+        }
+        server.join();
+        done = true;
+        watchdog.join();
+        itimerval off{};
+        CHECK(setitimer(ITIMER_REAL, &off, nullptr) == 0);
+        CHECK(sigaction(SIGALRM, &old, nullptr) == 0);
+        CHECK(answered == rounds);
+        CHECK(served.load() == rounds);
     }
 
     // 5. A WRITE with a wrong rkey: nothing is placed, the responder sends a
