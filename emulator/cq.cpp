@@ -125,17 +125,20 @@ int CompletionQueue::req_notify(bool solicited_only)
     return 0;
 }
 
-void CompletionQueue::set_event_handler(std::function<void()> handler, int channel_fd)
+void CompletionQueue::set_event_handler(std::function<void()> handler, int channel_fd, uint64_t record)
 {
     auto h = handler ? std::make_shared<const std::function<void()>>(std::move(handler)) : nullptr;
     std::lock_guard<std::mutex> g(lock_);
     handler_ = std::move(h);
+    event_record_ = record;
     event_channel_.store(handler_ ? channel_fd : -1, std::memory_order_relaxed);
 }
 
 namespace {
+// The waiting thread's channel (rx_event_waiter.cpp) and the event it produced.
 thread_local int t_awaited_channel = -1;
 thread_local bool t_awaited_fired = false;
+thread_local uint64_t t_awaited_record = 0;
 }  // namespace
 
 void CompletionQueue::await_channel(int channel_fd)
@@ -144,9 +147,11 @@ void CompletionQueue::await_channel(int channel_fd)
     t_awaited_fired = false;
 }
 
-bool CompletionQueue::awaited_channel_fired()
+bool CompletionQueue::awaited_event(uint64_t* record)
 {
-    return t_awaited_fired;
+    if (!t_awaited_fired) return false;
+    *record = t_awaited_record;
+    return true;
 }
 
 uint32_t CompletionQueue::size() const
@@ -184,7 +189,17 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
             if (matches) {
                 arm_ = Arm::none;
                 armed_.store(false, std::memory_order_relaxed);
-                if (handler_) notify = handler_;
+                if (handler_) {
+                    // The thread waiting on this channel produced it: hand it
+                    // over directly, not through the channel (two system calls).
+                    if (t_awaited_channel >= 0 && !t_awaited_fired &&
+                        event_channel_.load(std::memory_order_relaxed) == t_awaited_channel) {
+                        t_awaited_fired = true;
+                        t_awaited_record = event_record_;
+                    } else {
+                        notify = handler_;
+                    }
+                }
             }
         }
     }
@@ -194,11 +209,7 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
         ev.cq = this;
         emu_.post_async_event(ev);
     }
-    if (notify) {
-        (*notify)();
-        if (t_awaited_channel >= 0 && event_channel_.load(std::memory_order_relaxed) == t_awaited_channel)
-            t_awaited_fired = true;
-    }
+    if (notify) (*notify)();
     return accepted;
 }
 

@@ -37,14 +37,16 @@ public:
     // lock held) when an armed CQ receives a matching completion.  The shim
     // or provider writes its completion channel from here.
     // `channel_fd`: the completion channel the handler posts to (its read
-    // end, the fd the application waits on), or -1.
-    void set_event_handler(std::function<void()> handler, int channel_fd = -1);
+    // end, the fd the application waits on), or -1; `record`: the 8 octets
+    // the handler writes there.
+    void set_event_handler(std::function<void()> handler, int channel_fd = -1, uint64_t record = 0);
     int event_channel() const { return event_channel_.load(std::memory_order_relaxed); }
     // A thread waiting for an event of `channel_fd` (rx_event_waiter.cpp)
-    // runs the receive path itself: await_channel() before, then
-    // awaited_channel_fired() says whether an event it produced was one.
+    // runs the receive path itself: await_channel() before; the first event
+    // for that channel it then produces is not posted but kept for it, and
+    // awaited_event() hands it over (false: none yet).
     static void await_channel(int channel_fd);
-    static bool awaited_channel_fired();
+    static bool awaited_event(uint64_t* record);
 
     uint32_t capacity() const { return capacity_; }
     uint32_t size() const;
@@ -97,6 +99,7 @@ private:
     // lambda would allocate on every copy.
     std::shared_ptr<const std::function<void()>> handler_;
     std::atomic<int> event_channel_{-1};
+    uint64_t event_record_ = 0;  // lock_
 
     // QPs whose receive path poll() may drive (opportunistic progress).
     mutable std::shared_mutex qps_lock_;

@@ -113,11 +113,13 @@ public:
     // A thread is about to block reading completion channel `channel_fd`
     // (the shim's read(), i.e. ibv_get_cq_event): sleep in poll() on the
     // channel and on the sockets of the QPs feeding it, and run their
-    // receive path in this thread (rx_event_waiter.cpp).  ready: the channel
-    // has an event to read now (or the wait gave up; the caller's read()
-    // blocks as usual); interrupted: a signal whose handler asks for EINTR.
-    enum class ChannelWait { ready, interrupted, not_handled };
-    ChannelWait wait_channel(int channel_fd);
+    // receive path in this thread (rx_event_waiter.cpp).  event: *record is
+    // an event this thread produced, never written to the channel; ready:
+    // the channel has an event to read now (or the wait gave up: the
+    // caller's read() blocks as usual); interrupted: a signal whose handler
+    // asks for EINTR.
+    enum class ChannelWait { event, ready, interrupted, not_handled };
+    ChannelWait wait_channel(int channel_fd, uint64_t* record);
     template <typename F>
     bool visit_few_qps(F&& f, bool try_only = true)
     {

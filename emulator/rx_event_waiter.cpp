@@ -8,7 +8,8 @@
 // channel's CQs (as a busy poller does, rx_poll_owner.cpp), sleeps in poll()
 // on their sockets and on the channel, and runs their receive path when a
 // socket turns readable.  One wake-up per message, as with a kernel RNIC
-// whose interrupt handler completes the work.
+// whose interrupt handler completes the work; and the event that thread
+// produces goes straight to its read(), not through the channel.
 //
 // The sockets go back to the engine before the read returns: the
 // application does its own work next and may never come back.  Only while
@@ -78,7 +79,7 @@ int QueuePair::wait_socket() const
     return fd;
 }
 
-Emulator::ChannelWait Emulator::wait_channel(int channel_fd)
+Emulator::ChannelWait Emulator::wait_channel(int channel_fd, uint64_t* record)
 {
     if (!config_.event_waiter_receives || channel_fd < 0) return ChannelWait::not_handled;
     std::array<uint32_t, few_qps_max> nums{};
@@ -129,7 +130,11 @@ Emulator::ChannelWait Emulator::wait_channel(int channel_fd)
                 }
             },
             false);
-        if (CompletionQueue::awaited_channel_fired() || !still_few) break;
+        if (CompletionQueue::awaited_event(record)) {
+            result = ChannelWait::event;
+            break;
+        }
+        if (!still_few) break;
         bool watching = false;
         for (size_t j = 0; j < n; ++j) {
             if (!listed[j]) fds[1 + j].fd = -1;  // destroyed

@@ -1,6 +1,8 @@
 #include "kmod-shim/comp_channel.h"
 
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <fcntl.h>
 #include <mutex>
 #include <poll.h>
@@ -59,13 +61,22 @@ void comp_channel_close(int fd)
 
 ssize_t comp_channel_read(int fd, void* buf, size_t len, ssize_t (*real_read)(int, void*, size_t))
 {
+    uint64_t record;  // one ib_uverbs_comp_event_desc
     const int flags = fcntl(fd, F_GETFL);
-    if (len > 0 && flags >= 0 && !(flags & O_NONBLOCK)) {
+    if (len >= sizeof record && flags >= 0 && !(flags & O_NONBLOCK)) {
         pollfd queued{fd, POLLIN, 0};
-        if (poll(&queued, 1, 0) == 0 &&
-            Emulator::instance().wait_channel(fd) == Emulator::ChannelWait::interrupted) {
-            errno = EINTR;
-            return -1;
+        if (poll(&queued, 1, 0) == 0) {
+            switch (Emulator::instance().wait_channel(fd, &record)) {
+            case Emulator::ChannelWait::event:
+                std::memcpy(buf, &record, sizeof record);
+                return sizeof record;
+            case Emulator::ChannelWait::interrupted:
+                errno = EINTR;
+                return -1;
+            case Emulator::ChannelWait::ready:
+            case Emulator::ChannelWait::not_handled:
+                break;
+            }
         }
     }
     return real_read(fd, buf, len);

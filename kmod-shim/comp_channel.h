@@ -20,7 +20,8 @@ void comp_channel_close(int fd);
 
 // read() of a channel's read end.  A blocking read with nothing queued
 // first lets the emulator receive in this thread until an event is there
-// (Emulator::wait_channel), then reads through `real_read`.
+// (Emulator::wait_channel): one this thread produced is returned directly,
+// any other is read through `real_read`.
 ssize_t comp_channel_read(int fd, void* buf, size_t len, ssize_t (*real_read)(int, void*, size_t));
 
 }  // namespace iwemu::shim

@@ -86,7 +86,8 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
         cq->sender = sender;
         const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
         // The channel's fd names it for a thread that waits on it (rx_event_waiter.cpp).
-        cq->emu->set_event_handler([sender = std::move(sender), handle] { sender->post(handle); }, channel->fd);
+        cq->emu->set_event_handler([sender = std::move(sender), handle] { sender->post(handle); }, channel->fd,
+                                   handle);
     }
     track(ctx, &ContextObjects::cqs, cq);
     return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)

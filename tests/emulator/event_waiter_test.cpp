@@ -1,8 +1,9 @@
 // A thread that blocks for a completion event receives itself
 // (emulator/rx_event_waiter.cpp): Emulator::wait_channel takes the read
 // interest of the QPs feeding the channel, runs their receive path in the
-// waiting thread, returns once the channel has an event, and hands the
-// sockets back to the engine.
+// waiting thread, returns the event that thread produced (not written to
+// the channel) or tells that the channel has one, and hands the sockets back
+// to the engine.
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -21,6 +22,8 @@
 namespace iwemu::test {
 namespace {
 
+constexpr uint64_t kRecord = 0x1234'5678'9abc'def0;
+
 // A completion channel as the shim makes it: a pipe whose read end names
 // the channel; b's receive CQ posts one 8-byte record per event.
 struct Channel {
@@ -31,10 +34,10 @@ struct Channel {
         const int w = fd[1];
         cq->set_event_handler(
             [w] {
-                const uint64_t record = 1;
+                const uint64_t record = kRecord;
                 EXPECT_EQ(write(w, &record, sizeof record), static_cast<ssize_t>(sizeof record));
             },
-            fd[0]);
+            fd[0], kRecord);
     }
     ~Channel()
     {
@@ -57,9 +60,10 @@ struct Buffers {
 
 using Wait = std::future<Emulator::ChannelWait>;
 
-Wait start_wait(Side& s, int channel_fd)
+Wait start_wait(Side& s, int channel_fd, uint64_t* record)
 {
-    return std::async(std::launch::async, [&s, channel_fd] { return s.emu->wait_channel(channel_fd); });
+    return std::async(std::launch::async,
+                      [&s, channel_fd, record] { return s.emu->wait_channel(channel_fd, record); });
 }
 
 // A wait that should end within 5 s; one that does not is released through
@@ -83,13 +87,16 @@ TEST(EventWaiter, TheWaitingThreadReceivesAndTheEngineStaysOut)
     ASSERT_EQ(p.b->rcq->req_notify(false), 0);
     const uint64_t engine_before = p.b->qp->counters().rx_engine_passes.load();
 
-    Wait w = start_wait(*p.b, ch.fd[0]);
+    uint64_t record = 0;
+    Wait w = start_wait(*p.b, ch.fd[0], &record);
     ASSERT_TRUE(wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s));
     std::memcpy(buf.a.data(), "ping", 4);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 4, buf.ma, 1), 0);
 
-    EXPECT_EQ(finish(w, ch), Emulator::ChannelWait::ready);
-    EXPECT_TRUE(ch.has_event());
+    // The event comes back to the waiter, not through the channel.
+    EXPECT_EQ(finish(w, ch), Emulator::ChannelWait::event);
+    EXPECT_EQ(record, kRecord);
+    EXPECT_FALSE(ch.has_event());
     EXPECT_EQ(p.b->rcq->size(), 1u);
     EXPECT_EQ(p.b->qp->counters().rx_engine_passes.load(), engine_before);
     // Handed back: the engine receives while nobody waits.
@@ -107,10 +114,11 @@ TEST(EventWaiter, AnEventPostedElsewhereEndsTheWaitAndTheSocketGoesBack)
     Buffers buf(p);
     Channel ch(p.b->rcq);
     ASSERT_EQ(p.b->rcq->req_notify(false), 0);
-    Wait w = start_wait(*p.b, ch.fd[0]);
+    uint64_t record = 0;
+    Wait w = start_wait(*p.b, ch.fd[0], &record);
     ASSERT_TRUE(wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s));
-    const uint64_t record = 2;
-    ASSERT_EQ(write(ch.fd[1], &record, sizeof record), static_cast<ssize_t>(sizeof record));
+    const uint64_t elsewhere = 2;
+    ASSERT_EQ(write(ch.fd[1], &elsewhere, sizeof elsewhere), static_cast<ssize_t>(sizeof elsewhere));
     EXPECT_EQ(finish(w, ch), Emulator::ChannelWait::ready);
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
 
@@ -133,12 +141,13 @@ TEST(EventWaiter, APeerThatGoesAwayEndsTheWaitWithTheFlush)
     Channel ch(p.b->rcq);
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 9), 0);
     ASSERT_EQ(p.b->rcq->req_notify(false), 0);
-    Wait w = start_wait(*p.b, ch.fd[0]);
+    uint64_t record = 0;
+    Wait w = start_wait(*p.b, ch.fd[0], &record);
     ASSERT_TRUE(wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s));
     p.a.reset();  // its emulator goes: the connection is aborted
 
-    EXPECT_EQ(finish(w, ch), Emulator::ChannelWait::ready);
-    EXPECT_TRUE(ch.has_event());
+    EXPECT_EQ(finish(w, ch), Emulator::ChannelWait::event);
+    EXPECT_EQ(record, kRecord);
     auto wc = p.b->wait(p.b->rcq, 1);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].wr_id, 9u);
@@ -152,7 +161,8 @@ TEST(EventWaiter, NotForAChannelNoQpFeedsNorWhenTurnedOff)
         Channel ch(p.b->rcq);
         int other[2];
         ASSERT_EQ(pipe(other), 0);
-        EXPECT_EQ(p.b->emu->wait_channel(other[0]), Emulator::ChannelWait::not_handled);
+        uint64_t record;
+        EXPECT_EQ(p.b->emu->wait_channel(other[0], &record), Emulator::ChannelWait::not_handled);
         close(other[0]);
         close(other[1]);
         EXPECT_FALSE(p.b->qp->rx_poll_owned());
@@ -162,7 +172,8 @@ TEST(EventWaiter, NotForAChannelNoQpFeedsNorWhenTurnedOff)
     ASSERT_TRUE(o.config.set("event_waiter_receives", "0", &err)) << err;
     LoopbackPair p(o);
     Channel ch(p.b->rcq);
-    EXPECT_EQ(p.b->emu->wait_channel(ch.fd[0]), Emulator::ChannelWait::not_handled);
+    uint64_t record;
+    EXPECT_EQ(p.b->emu->wait_channel(ch.fd[0], &record), Emulator::ChannelWait::not_handled);
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
 }
 
@@ -186,9 +197,10 @@ TEST(EventWaiter, ASignalInterruptsTheWaitOnlyWhenItsHandlerAsksForEintr)
         const int signals_before = g_signals.load();
 
         std::promise<pthread_t> who;
+        uint64_t record = 0;
         auto waiter = std::async(std::launch::async, [&] {
             who.set_value(pthread_self());
-            return p.b->emu->wait_channel(ch.fd[0]);
+            return p.b->emu->wait_channel(ch.fd[0], &record);
         });
         const pthread_t t = who.get_future().get();
         ASSERT_TRUE(wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s));

@@ -245,11 +245,11 @@ int main()
     //     SIGALRM handler installed with SA_RESTART fires every 2 ms: like
     //     read(), the wait restarts.
     {
-        struct sigaction sa{}, old{};
+        struct sigaction sa{};
         sa.sa_handler = [](int) {};
         sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
-        CHECK(sigaction(SIGALRM, &sa, &old) == 0);
+        CHECK(sigaction(SIGALRM, &sa, nullptr) == 0);
         itimerval tick{{0, 2000}, {0, 2000}};
         CHECK(setitimer(ITIMER_REAL, &tick, nullptr) == 0);
         // The next receive completion, sleeping in ibv_get_cq_event between polls.
@@ -306,7 +306,8 @@ int main()
         watchdog.join();
         itimerval off{};
         CHECK(setitimer(ITIMER_REAL, &off, nullptr) == 0);
-        CHECK(sigaction(SIGALRM, &old, nullptr) == 0);
+        // The handler stays: a SIGALRM raised before the timer stopped may
+        // still be pending (valgrind delivers late), and the default action ends the process.
         CHECK(answered == rounds);
         CHECK(served.load() == rounds);
     }
