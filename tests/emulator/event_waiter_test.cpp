@@ -78,18 +78,25 @@ Emulator::ChannelWait finish(Wait& w, const Channel& ch)
     return w.get();
 }
 
+// b posts a receive (`wr_id`), arms its CQ and starts a waiting thread;
+// true once that thread has taken b's socket.
+bool receive_armed_and_wait(LoopbackPair& p, Buffers& buf, Channel& ch, uint64_t wr_id, uint64_t* record, Wait* w)
+{
+    EXPECT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, wr_id), 0);
+    EXPECT_EQ(p.b->rcq->req_notify(false), 0);
+    *w = start_wait(*p.b, ch.fd[0], record);
+    return wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s);
+}
+
 TEST(EventWaiter, TheWaitingThreadReceivesAndTheEngineStaysOut)
 {
     LoopbackPair p;
     Buffers buf(p);
     Channel ch(p.b->rcq);
-    ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 7), 0);
-    ASSERT_EQ(p.b->rcq->req_notify(false), 0);
     const uint64_t engine_before = p.b->qp->counters().rx_engine_passes.load();
-
     uint64_t record = 0;
-    Wait w = start_wait(*p.b, ch.fd[0], &record);
-    ASSERT_TRUE(wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s));
+    Wait w;
+    ASSERT_TRUE(receive_armed_and_wait(p, buf, ch, 7, &record, &w));
     std::memcpy(buf.a.data(), "ping", 4);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 4, buf.ma, 1), 0);
 
@@ -139,15 +146,18 @@ TEST(EventWaiter, APeerThatGoesAwayEndsTheWaitWithTheFlush)
     LoopbackPair p;
     Buffers buf(p);
     Channel ch(p.b->rcq);
-    ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 9), 0);
-    ASSERT_EQ(p.b->rcq->req_notify(false), 0);
     uint64_t record = 0;
-    Wait w = start_wait(*p.b, ch.fd[0], &record);
-    ASSERT_TRUE(wait_until([&] { return p.b->qp->rx_poll_owned(); }, 5s));
+    Wait w;
+    ASSERT_TRUE(receive_armed_and_wait(p, buf, ch, 9, &record, &w));
     p.a.reset();  // its emulator goes: the connection is aborted
 
-    EXPECT_EQ(finish(w, ch), Emulator::ChannelWait::event);
-    EXPECT_EQ(record, kRecord);
+    // The waiter reads the reset, or the engine's hang-up handling (hang-ups
+    // stay with the engine) gets there first and writes the channel.
+    const Emulator::ChannelWait r = finish(w, ch);
+    if (r == Emulator::ChannelWait::event)
+        EXPECT_EQ(record, kRecord);
+    else
+        EXPECT_TRUE(r == Emulator::ChannelWait::ready && ch.has_event());
     auto wc = p.b->wait(p.b->rcq, 1);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].wr_id, 9u);
