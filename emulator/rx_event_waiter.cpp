@@ -19,8 +19,6 @@
 #include <signal.h>
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <cerrno>
 #include <memory>
 
