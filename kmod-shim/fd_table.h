@@ -1,5 +1,5 @@
 // Which file descriptors the shim stands behind, as the kernel would know
-// from the struct file.  Every interposed write()/ioctl()/close()/fstat()
+// from the struct file.  Every interposed read()/write()/ioctl()/close()/fstat()
 // asks this table first, so the lookup is a lock-free array read for the
 // usual fd range.
 #pragma once
