@@ -266,6 +266,7 @@ private:
     void tx_retire_locked(TxSlot& slot);
     void sq_complete_in_order_locked();
     void set_epollout_locked(bool on);
+    int waitable_socket_locked() const;       // rx_event_waiter.cpp
     void poll_release_rx_locked();            // rx_poll_owner.cpp: hand EPOLLIN back
     // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_,
     // rx_poll_owned_ and epollout_.

@@ -24,7 +24,6 @@
 
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
-#include "emulator/engine.h"
 #include "emulator/qp.h"
 
 namespace iwemu {
@@ -56,12 +55,20 @@ bool QueuePair::feeds_channel(int channel_fd) const
            (init_.recv_cq && init_.recv_cq->event_channel() == channel_fd);
 }
 
+// sq_lock_ held: the socket, unless the engine's rule applies (closed, EOF
+// read, RNR-parked).
+int QueuePair::waitable_socket_locked() const
+{
+    const int fd = fd_.load(std::memory_order_relaxed);
+    if (fd < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_ || rx_read_paused_) return -1;
+    return fd;
+}
+
 int QueuePair::wait_take_rx()
 {
     std::lock_guard<std::mutex> g(sq_lock_);
-    const int fd = fd_.load(std::memory_order_relaxed);
-    if (fd < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_ || rx_read_paused_) return -1;
-    if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
+    const int fd = waitable_socket_locked();
+    if (fd >= 0 && !rx_poll_owned_.load(std::memory_order_relaxed)) {
         // No lease (poll_owner_add): the waiter hands it back itself.
         rx_poll_owned_.store(true, std::memory_order_relaxed);
         apply_epoll_interest_locked();
@@ -72,9 +79,7 @@ int QueuePair::wait_take_rx()
 int QueuePair::wait_socket() const
 {
     std::lock_guard<std::mutex> g(sq_lock_);
-    const int fd = fd_.load(std::memory_order_relaxed);
-    if (fd < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_ || rx_read_paused_) return -1;
-    return fd;
+    return waitable_socket_locked();
 }
 
 Emulator::ChannelWait Emulator::wait_channel(int channel_fd, uint64_t* record)

@@ -256,15 +256,14 @@ int main()
         auto wait_recv = [](Side& x) {
             for (;;) {
                 ibv_wc w{};
-                const int n = ibv_poll_cq(x.cq, 1, &w);
+                int n = ibv_poll_cq(x.cq, 1, &w);
+                if (n == 0) {
+                    // Arm, then poll once more: a completion may have come before the arm.
+                    if (ibv_req_notify_cq(x.cq, 0) != 0) return false;
+                    n = ibv_poll_cq(x.cq, 1, &w);
+                }
                 if (n < 0) return false;
                 if (n == 1) {
-                    if (w.status != IBV_WC_SUCCESS) return false;
-                    if (w.opcode == IBV_WC_RECV) return w.byte_len == 8;
-                    continue;
-                }
-                if (ibv_req_notify_cq(x.cq, 0) != 0) return false;
-                if (ibv_poll_cq(x.cq, 1, &w) != 0) {
                     if (w.status != IBV_WC_SUCCESS) return false;
                     if (w.opcode == IBV_WC_RECV) return w.byte_len == 8;
                     continue;
