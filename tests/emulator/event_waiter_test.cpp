@@ -58,6 +58,18 @@ struct Buffers {
     explicit Buffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
 };
 
+// Declared after the Channel and Buffers: stops both emulators (joining
+// their engine threads, which may still write the channel or the buffers)
+// before those go.
+struct EnginesFirst {
+    LoopbackPair& p;
+    ~EnginesFirst()
+    {
+        p.b.reset();
+        p.a.reset();
+    }
+};
+
 using Wait = std::future<Emulator::ChannelWait>;
 
 Wait start_wait(Side& s, int channel_fd, uint64_t* record)
@@ -93,6 +105,7 @@ TEST(EventWaiter, TheWaitingThreadReceivesAndTheEngineStaysOut)
     LoopbackPair p;
     Buffers buf(p);
     Channel ch(p.b->rcq);
+    EnginesFirst stop{p};
     const uint64_t engine_before = p.b->qp->counters().rx_engine_passes.load();
     uint64_t record = 0;
     Wait w;
@@ -120,6 +133,7 @@ TEST(EventWaiter, AnEventPostedElsewhereEndsTheWaitAndTheSocketGoesBack)
     LoopbackPair p;
     Buffers buf(p);
     Channel ch(p.b->rcq);
+    EnginesFirst stop{p};
     ASSERT_EQ(p.b->rcq->req_notify(false), 0);
     uint64_t record = 0;
     Wait w = start_wait(*p.b, ch.fd[0], &record);
@@ -136,9 +150,6 @@ TEST(EventWaiter, AnEventPostedElsewhereEndsTheWaitAndTheSocketGoesBack)
               0);
     EXPECT_TRUE(wait_until([&] { return p.b->qp->counters().rx_fpdus.load() >= 1; }, 5s));
     EXPECT_GT(p.b->qp->counters().rx_engine_passes.load(), 0u);
-    // The counters say nothing of ordering: join the engines before the buffers go.
-    p.b.reset();
-    p.a.reset();
 }
 
 TEST(EventWaiter, APeerThatGoesAwayEndsTheWaitWithTheFlush)
@@ -146,6 +157,7 @@ TEST(EventWaiter, APeerThatGoesAwayEndsTheWaitWithTheFlush)
     LoopbackPair p;
     Buffers buf(p);
     Channel ch(p.b->rcq);
+    EnginesFirst stop{p};
     uint64_t record = 0;
     Wait w;
     ASSERT_TRUE(receive_armed_and_wait(p, buf, ch, 9, &record, &w));
