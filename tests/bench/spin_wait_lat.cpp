@@ -9,9 +9,12 @@
 // main thread spins on that memory, then sends the reply itself.
 // `--one-thread` is the same ping-pong with a blocking recv() in one thread
 // (what qperf tcp_lat measures), so one binary shows what the pattern costs.
+// `--busy-poll` is the one-thread ping-pong spinning on a non-blocking recv()
+// instead: the discipline of ib_send_lat, ucx_perftest and fi_pingpong, and
+// the floor of any transport that polls kernel TCP sockets.
 //
-//   spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread]          server
-//   spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread] HOST     client
+//   spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread|--busy-poll]          server
+//   spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread|--busy-poll] HOST     client
 //
 // The client prints "spin_wait_lat SIZE ITERS typical_us" (half the median
 // round trip, perftest's t_typical).
@@ -43,6 +46,7 @@ struct Options {
   size_t size = 8;
   unsigned iters = 20000;
   bool one_thread = false;
+  bool busy_poll = false;  // with one_thread
 };
 
 [[noreturn]] void die(const char* what) {
@@ -52,7 +56,7 @@ struct Options {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread] [HOST]\n");
+               "usage: spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread|--busy-poll] [HOST]\n");
   std::exit(2);
 }
 
@@ -72,6 +76,8 @@ Options parse(int argc, char** argv) {
       o.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
     } else if (a == "--one-thread") {
       o.one_thread = true;
+    } else if (a == "--busy-poll") {
+      o.one_thread = o.busy_poll = true;
     } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
       o.host = a;
     } else {
@@ -127,14 +133,14 @@ void send_all(int fd, const char* p, size_t n) {
   }
 }
 
-// Reads one whole message; false at the peer's orderly close.
-bool recv_message(int fd, char* p, size_t n, bool blocking) {
+// Reads one whole message, blocking in recv() or (`spin`) retrying a
+// non-blocking one; false at the peer's orderly close.
+bool recv_message(int fd, char* p, size_t n, bool spin) {
   while (n > 0) {
-    ssize_t k = recv(fd, p, n, blocking ? 0 : MSG_DONTWAIT);
+    ssize_t k = recv(fd, p, n, spin ? MSG_DONTWAIT : 0);
     if (k == 0) return false;
     if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) return false;
+      if (errno == EINTR || errno == EAGAIN) continue;
       die("recv");
     }
     p += k;
@@ -196,7 +202,7 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     if (client) send_all(fd, msg.data(), msg.size());
     if (o.one_thread) {
-      if (!recv_message(fd, in.data(), in.size(), true)) {
+      if (!recv_message(fd, in.data(), in.size(), o.busy_poll)) {
         std::fprintf(stderr, "spin_wait_lat: peer closed after %u messages\n", i - 1);
         return 1;
       }

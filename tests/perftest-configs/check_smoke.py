@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs perftest-configs/run --smoke into a fresh directory and checks its outputs:
-one JSON and one markdown file, well-formed, with the smoke set's five points each
+one JSON and one markdown file, well-formed, with the smoke set's six points each
 measured (a positive median, no threshold: figures are never pass/fail), and
 ib_write_lat compared with its floor over plain TCP.
 
@@ -36,7 +36,7 @@ if meta.get("set") != "smoke" or meta.get("reps") != 1:
     failures.append(f"meta says set={meta.get('set')} reps={meta.get('reps')}")
 expected = {("ib_send_bw", 65536, "MB/s"), ("ib_write_lat", 8, "us"),
             ("qperf:tcp_bw", 65536, "MB/s"), ("qperf:tcp_lat", 8, "us"),
-            ("floor:write_lat", 8, "us")}
+            ("floor:write_lat", 8, "us"), ("floor:spin_lat", 8, "us")}
 got = {(x.get("program"), x.get("size"), x.get("unit")) for x in results}
 if got != expected:
     failures.append(f"results are {sorted(got)}, expected {sorted(expected)}")
