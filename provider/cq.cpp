@@ -107,13 +107,8 @@ int destroy_cq(ibv_cq* ibcq)
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc)
 {
     constexpr int kBatch = 16;
-    // Left uninitialized: default-constructing the batch zeroed 768 octets
-    // on every call, and most calls of a spinning application return nothing.
-    union Batch {
-        Batch() {}
-        Completion c[kBatch];
-    } batch;
-    Completion* const c = batch.c;
+    StackBatch<Completion, kBatch> storage;  // most polls of a spinning application return nothing
+    Completion* const c = storage.items;
     int total = 0;
     while (total < num_entries) {
         const int n = to_cq(ibcq)->emu->poll(c, std::min(kBatch, num_entries - total));

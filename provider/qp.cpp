@@ -200,7 +200,8 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init)
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad)
 {
     constexpr size_t kBatch = 32;
-    SendWr batch[kBatch];
+    StackBatch<SendWr, kBatch> storage;
+    SendWr* const batch = storage.items;
     ibv_send_wr* src[kBatch];
     QueuePair* qp = to_qp(ibqp)->emu;
     while (wr) {
