@@ -83,7 +83,6 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
     if (sender) {
         // One 8-byte ib_uverbs_comp_event_desc per armed completion; the
         // element is the ibv_cq* ibv_get_cq_event hands back.
-        cq->sender = sender;
         const uint64_t handle = reinterpret_cast<uintptr_t>(&cq->ibv);
         // The channel's fd names it for a thread that waits on it (rx_event_waiter.cpp).
         cq->emu->set_event_handler([sender = std::move(sender), handle] { sender->post(handle); }, channel->fd,
@@ -137,22 +136,14 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc)
     return total;
 }
 
-// Arming a CQ that already holds completions signals at once, as RNICs do
-// (the arm compares against the consumer index): the usual "wait, re-arm,
-// poll a batch, wait" loop would otherwise sleep on completions that are
-// already there.  A completion racing with the arm can cost one spurious
-// event, never a lost one.
+// Arming asks for an event on the next completion added (ibv_req_notify_cq(3)),
+// as kernel siw and rxe do: completions already in the CQ raise none, so a
+// loop that waits, re-arms and then polls once (perftest's ib_read_lat -e)
+// gets one event per completion.  A loop must poll after arming to pick up
+// what came before the arm.
 int req_notify_cq(ibv_cq* ibcq, int solicited_only)
 {
-    Cq* cq = to_cq(ibcq);
-    const bool next = solicited_only == 0;
-    if (next && cq->sender && cq->emu->size() > 0) {
-        cq->notify();
-        return 0;
-    }
-    if (int err = cq->emu->req_notify(!next)) return err;
-    if (next && cq->sender && cq->emu->size() > 0) cq->notify();
-    return 0;
+    return to_cq(ibcq)->emu->req_notify(solicited_only != 0);
 }
 
 

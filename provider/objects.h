@@ -88,12 +88,6 @@ struct ChannelSender {
 struct Cq {
     ibv_cq ibv;
     CompletionQueue* emu;
-    std::shared_ptr<ChannelSender> sender;  // null without a completion channel
-
-    void notify() const
-    {
-        sender->post(reinterpret_cast<uintptr_t>(&ibv));
-    }
 };
 
 struct Srq {

@@ -91,6 +91,14 @@ iwemu_rdmacm_test(qperf_rc_bw
 # not wait for rnr_wait_ms: three runs, each far under a 20 s RNR wait.
 iwemu_rdmacm_test(qperf_rc_bw_close
   ${RDMACM_HERE}/rdmacm_qperf_close.sh $<TARGET_FILE:iwemu_run> 3 12)
+# ib_read_lat -e polls once per event: an event for completions already in
+# the CQ when it re-arms ran it one event ahead until its send queue was
+# full ("Couldn't post send: scnt=8").  Arming asks for the next completion
+# only, as kernel siw does.  ib_send_lat -e beside it.
+iwemu_rdmacm_test(perftest_ib_read_lat_events
+  ${RDMACM_HERE}/rdmacm_perftest.sh $<TARGET_FILE:iwemu_run> ib_read_lat 127.0.0.1 -e -n 1000)
+iwemu_rdmacm_test(perftest_ib_send_lat_events
+  ${RDMACM_HERE}/rdmacm_perftest.sh $<TARGET_FILE:iwemu_run> ib_send_lat 127.0.0.1 -e -n 1000)
 # ib_send_bw -e (completion events): see the script for perftest's credit deadlock.
 iwemu_rdmacm_test(perftest_ib_send_bw_events
   ${RDMACM_HERE}/rdmacm_send_bw_events.sh $<TARGET_FILE:iwemu_run>)
