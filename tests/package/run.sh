@@ -201,6 +201,18 @@ for user in root nobody; do
     fi
     wait $server
     src_rc=$?
+    # rping's own exit race, accepted exactly as in tests/integration/
+    # rdmacm_rping.sh: its CM thread goes back into rdma_get_cm_event after
+    # acking DISCONNECTED while main may already have closed the channel
+    # (EBADF, exit 255 after a complete run; the kernel has the same race).
+    for side in client server; do
+        rc_var=$([ $side = client ] && echo crc || echo src_rc)
+        if [ "${!rc_var}" = 255 ] && grep -q 'DISCONNECT EVENT' "$log.rping-$side" \
+                && grep -q 'rdma_get_cm_event: Bad file descriptor' "$log.rping-$side"; then
+            echo "note: rping $side hit its own exit race (EBADF after DISCONNECTED)"
+            printf -v "$rc_var" 0
+        fi
+    done
     pings=$(grep -c '^ping data:' "$log.rping-client" 2>/dev/null)
     if [ "$crc" = 0 ] && [ $src_rc -eq 0 ] && [ "${pings:-0}" -eq 200 ]; then
         ok "$user: rping server + client, 200 pings verified"
