@@ -45,8 +45,9 @@ struct Options {
   std::string port = "18515";
   size_t size = 8;
   unsigned iters = 20000;
-  bool one_thread = false;
-  bool busy_poll = false;  // with one_thread
+  // How the waiting side gets the reply: a receiver thread publishes it to
+  // memory (ib_write_lat's pattern), or the one thread recv()s it itself.
+  enum class Wait { spin_on_memory, blocking_recv, busy_recv } wait = Wait::spin_on_memory;
 };
 
 [[noreturn]] void die(const char* what) {
@@ -75,9 +76,9 @@ Options parse(int argc, char** argv) {
     } else if (a == "-n") {
       o.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
     } else if (a == "--one-thread") {
-      o.one_thread = true;
+      o.wait = Options::Wait::blocking_recv;
     } else if (a == "--busy-poll") {
-      o.one_thread = o.busy_poll = true;
+      o.wait = Options::Wait::busy_recv;
     } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
       o.host = a;
     } else {
@@ -195,14 +196,14 @@ int main(int argc, char** argv) {
 
   std::atomic<unsigned> arrived{0};
   std::thread receiver;
-  if (!o.one_thread) receiver = std::thread(receive_loop, fd, o.size, &arrived);
+  if (o.wait == Options::Wait::spin_on_memory) receiver = std::thread(receive_loop, fd, o.size, &arrived);
 
   std::vector<char> in(o.size);
   for (unsigned i = 1; i <= o.iters; ++i) {
     auto start = std::chrono::steady_clock::now();
     if (client) send_all(fd, msg.data(), msg.size());
-    if (o.one_thread) {
-      if (!recv_message(fd, in.data(), in.size(), o.busy_poll)) {
+    if (o.wait != Options::Wait::spin_on_memory) {
+      if (!recv_message(fd, in.data(), in.size(), o.wait == Options::Wait::busy_recv)) {
         std::fprintf(stderr, "spin_wait_lat: peer closed after %u messages\n", i - 1);
         return 1;
       }

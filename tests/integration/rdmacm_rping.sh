@@ -9,14 +9,7 @@ addr=${2:-127.0.0.1}
 count=${3:-2000}
 size=${4:-65535}  # rping's own limit: 65535 (-S 65536 is refused by rping itself)
 pair_setup "$addr"
-# rping's CM thread goes back into rdma_get_cm_event after acking DISCONNECTED
-# while main may already have closed the event channel: then the thread sees
-# EBADF and exit()s 255 after the whole run succeeded.  The kernel has the same
-# race (a write() on a closed fd is EBADF there too), so it is rping's, not
-# iwemu's; accept exactly that ending.
-rping_exit_race() {  # RC LOG
-    [ "$1" -eq 255 ] && grep -q 'DISCONNECT EVENT' "$2" && grep -q 'rdma_get_cm_event: Bad file descriptor' "$2"
-}
+. "$here/rping_exit_race.sh"
 server_client "$run" rping -s -a "$addr" -p "$port" -C "$count" -S "$size" -V -- \
     rping -c -a "$addr" -p "$port" -C "$count" -S "$size" -V -v
 rping_exit_race $client_rc "$dir/client.log" && { echo "note: rping client hit its own exit race (EBADF after DISCONNECTED)"; client_rc=0; }

@@ -11,6 +11,7 @@
 # Last line: "package: N passed, M failed"; exit status 1 if anything failed.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/tests/integration/rping_exit_race.sh"
 keep=0
 [ "${1:-}" = --keep ] && keep=1
 
@@ -201,18 +202,9 @@ for user in root nobody; do
     fi
     wait $server
     src_rc=$?
-    # rping's own exit race, accepted exactly as in tests/integration/
-    # rdmacm_rping.sh: its CM thread goes back into rdma_get_cm_event after
-    # acking DISCONNECTED while main may already have closed the channel
-    # (EBADF, exit 255 after a complete run; the kernel has the same race).
-    for side in client server; do
-        rc_var=$([ $side = client ] && echo crc || echo src_rc)
-        if [ "${!rc_var}" = 255 ] && grep -q 'DISCONNECT EVENT' "$log.rping-$side" \
-                && grep -q 'rdma_get_cm_event: Bad file descriptor' "$log.rping-$side"; then
-            echo "note: rping $side hit its own exit race (EBADF after DISCONNECTED)"
-            printf -v "$rc_var" 0
-        fi
-    done
+    # rping's own exit race, accepted exactly as the integration test does.
+    rping_exit_race "$crc" "$log.rping-client" && { echo "note: rping client hit its own exit race"; crc=0; }
+    rping_exit_race $src_rc "$log.rping-server" && { echo "note: rping server hit its own exit race"; src_rc=0; }
     pings=$(grep -c '^ping data:' "$log.rping-client" 2>/dev/null)
     if [ "$crc" = 0 ] && [ $src_rc -eq 0 ] && [ "${pings:-0}" -eq 200 ]; then
         ok "$user: rping server + client, 200 pings verified"
