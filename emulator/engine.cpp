@@ -56,43 +56,15 @@ void Engine::join_until(std::chrono::steady_clock::time_point deadline)
         thread_.detach();
 }
 
-int Engine::add(int fd, uint32_t qp_num)
+int Engine::watch(int fd, uint32_t qp_num, uint32_t current, uint32_t events)
 {
+    if (events == current) return 0;
+    if (events == 0) return epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr) == 0 ? 0 : -errno;
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.events = events;
     ev.data.u64 = qp_num;
-    return epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
-}
-
-int Engine::set_writable_interest(int fd, uint32_t qp_num, bool on)
-{
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
-    ev.data.u64 = qp_num;
-    return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
-}
-
-int Engine::set_write_only(int fd, uint32_t qp_num)
-{
-    epoll_event ev{};
-    ev.events = EPOLLOUT;
-    ev.data.u64 = qp_num;
-    return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
-}
-
-int Engine::set_interest(int fd, uint32_t qp_num, bool readable, bool writable)
-{
-    epoll_event ev{};
-    // EPOLLRDHUP stays without read interest: a parked receiver must hear
-    // the peer's FIN (rx_rnr_check_peer); it fires once the FIN is in.
-    ev.events = (readable ? EPOLLIN : 0u) | EPOLLRDHUP | (writable ? EPOLLOUT : 0u);
-    ev.data.u64 = qp_num;
-    return epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) == 0 ? 0 : -errno;
-}
-
-void Engine::remove(int fd)
-{
-    epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    const int op = current == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    return epoll_ctl(epfd_, op, fd, &ev) == 0 ? 0 : -errno;
 }
 
 void Engine::schedule_rx(uint32_t qp_num, Clock::time_point when)

@@ -36,16 +36,11 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
-    // Register a socket for QP qp_num (EPOLLIN | EPOLLRDHUP, plus EPOLLOUT when asked).
-    int add(int fd, uint32_t qp_num);
-    int set_writable_interest(int fd, uint32_t qp_num, bool on);
-    // After the peer's FIN: only EPOLLOUT (the receive side is finished).
-    int set_write_only(int fd, uint32_t qp_num);
-    // Any interest: `readable` off while the QP's receive path is parked
-    // (the socket's data must stay in TCP: back-pressure on the sender);
-    // EPOLLRDHUP (the peer's FIN) is reported either way.
-    int set_interest(int fd, uint32_t qp_num, bool readable, bool writable);
-    void remove(int fd);
+    // Put QP qp_num's socket in the engine's epoll set with interest
+    // `events`, 0 taking it out.  `current` is what the set holds now (0:
+    // not in it); the QP keeps it under its sq_lock_, so every change is
+    // exactly one epoll_ctl (ADD, MOD or DEL) and no change is none.
+    int watch(int fd, uint32_t qp_num, uint32_t current, uint32_t events);
     void stop();
     // After stop(): join the thread if it ends before `deadline`, else let
     // it go (process exit with a lock held by a thread that never resumes).

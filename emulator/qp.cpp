@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -371,7 +372,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         }
         fd_.store(fd, std::memory_order_release);
         state_.store(on_iwarp_event(st, IwarpEvent::connection_attached));
-        if (int rc = emu_.engine().add(fd, qp_num_); rc != 0) {
+        if (int rc = set_engine_events_locked(EPOLLIN | EPOLLRDHUP); rc != 0) {
             fd_.store(-1);
             state_.store(st);
             return rc;
@@ -500,7 +501,8 @@ void QueuePair::close_socket_locked(bool abortive)
 {
     const int fd = fd_.load();
     if (fd < 0) return;
-    emu_.engine().remove(fd);
+    emu_.engine().watch(fd, qp_num_, engine_events_, 0);
+    engine_events_ = 0;
     if (abortive) {
         linger lg{1, 0};  // RST instead of FIN (RDMAP-026 LLP abortive termination)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);

@@ -271,6 +271,7 @@ private:
     // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_,
     // rx_poll_owned_ and epollout_.
     void apply_epoll_interest_locked();
+    int set_engine_events_locked(uint32_t events);
     // Local SGEs name octets by their region's Tagged Offsets (iova), which
     // differ from host addresses for zero-based / reg_mr_iova regions:
     // local_sge_ok fills host_delta[i] = host address - iova for payload_slices.
@@ -345,6 +346,7 @@ private:
     uint16_t ord_ = 0;   // outbound Reads in flight allowed
     uint16_t ird_ = 0;   // inbound Reads queued allowed
     bool epollout_ = false;
+    uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
     std::atomic<bool> rx_first_fpdu_seen_{false};

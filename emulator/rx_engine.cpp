@@ -723,8 +723,8 @@ void QueuePair::rx_connection_lost(int err)
         if (err == 0 && (iov_count_ > 0 || (terminate_pending_ && !terminate_sent_ && !tx_stopped_))) {
             // Half-close (RFC 5041 §6.2.1): the peer still reads; let our
             // Terminate (and the FPDUs queued before it) leave, then close.
-            emu_.engine().set_write_only(fd_.load(), qp_num_);
             epollout_ = true;
+            apply_epoll_interest_locked();  // EPOLLOUT only: the receive side is finished
             tx_locked();
         } else {
             close_socket_locked(err != 0);

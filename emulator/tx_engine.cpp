@@ -8,6 +8,7 @@
 // then Read Responses (in request order, RFC 5040 §5.2.2) alternating with
 // SQ work requests (in posting order, §5.5).  Reads stop at ORD, fences at
 // the first outstanding Read.
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -68,16 +69,30 @@ void QueuePair::set_epollout_locked(bool on)
 
 void QueuePair::apply_epoll_interest_locked()
 {
-    const int fd = fd_.load(std::memory_order_relaxed);
-    if (fd < 0) return;
-    if (peer_fin_.load(std::memory_order_relaxed))
-        emu_.engine().set_write_only(fd, qp_num_);  // EOF already read: EPOLLIN would spin
-    else
-        // No read interest while the receive path is parked (rx_rnr_wait.cpp):
-        // level-triggered EPOLLIN would spin on the unread Send; nor while a
-        // polling application thread owns it (rx_poll_owner.cpp).
-        emu_.engine().set_interest(fd, qp_num_, !rx_read_paused_ && !rx_poll_owned_.load(std::memory_order_relaxed),
-                                   epollout_);
+    if (fd_.load(std::memory_order_relaxed) < 0) return;
+    uint32_t events = epollout_ ? EPOLLOUT : 0u;
+    if (peer_fin_.load(std::memory_order_relaxed)) {
+        events = EPOLLOUT;  // EOF already read: EPOLLIN would spin
+    } else if (rx_read_paused_) {
+        // Parked on an unread Send (rx_rnr_wait.cpp): no EPOLLIN, which
+        // would spin, but the peer's FIN must still be heard.
+        events |= EPOLLRDHUP;
+    } else if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
+        events |= EPOLLIN | EPOLLRDHUP;
+    }
+    // Owned by a polling thread (rx_poll_owner.cpp): its recv() sees data,
+    // FIN and errors itself, so without a send backlog the socket leaves
+    // the epoll set.  Merely being in it costs every message: each
+    // arriving segment and ACK runs the epoll callback in the peer's
+    // sendmsg(), masked or not (docs/performance.md, seventh session).
+    set_engine_events_locked(events);
+}
+
+int QueuePair::set_engine_events_locked(uint32_t events)
+{
+    const int rc = emu_.engine().watch(fd_.load(std::memory_order_relaxed), qp_num_, engine_events_, events);
+    if (rc == 0) engine_events_ = events;
+    return rc;
 }
 
 bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,

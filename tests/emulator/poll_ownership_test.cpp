@@ -3,9 +3,17 @@
 // and reads arriving FPDUs itself; the engine gets the receive path back on
 // req_notify, when the polls stop (lease), and for a QP that stays quiet, so
 // nothing waits on a poller that went away.
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,6 +46,23 @@ bool poll_until_owned(CompletionQueue* cq, QueuePair* qp)
 bool wait_size(CompletionQueue* cq, uint32_t n, std::chrono::milliseconds timeout)
 {
     return wait_until([&] { return cq->size() >= n; }, timeout);
+}
+
+// The interest of whichever epoll set of this process holds `fd`, as the
+// kernel lists it in /proc/self/fdinfo; nullopt: no epoll set holds it.
+std::optional<uint32_t> epoll_interest(int fd)
+{
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(e.path(), ec).string() != "anon_inode:[eventpoll]") continue;
+        std::ifstream info("/proc/self/fdinfo/" + e.path().filename().string());
+        for (std::string line; std::getline(info, line);) {
+            int tfd = -1;
+            unsigned events = 0;
+            if (std::sscanf(line.c_str(), "tfd: %d events: %x", &tfd, &events) == 2 && tfd == fd) return events;
+        }
+    }
+    return std::nullopt;
 }
 
 struct Buffers {
@@ -91,6 +116,39 @@ TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndKeepItAcrossACompletion)
         // handing back and taking again would cost two epoll_ctl() a message.
         EXPECT_TRUE(p.b->qp->rx_poll_owned());
     }
+}
+
+// While a poller owns the receive path the socket is in no epoll set at
+// all: a masked entry still sits on the socket's wait queue, and every
+// arriving segment and ACK would run its callback inside the peer's
+// sendmsg() (docs/performance.md, seventh session).  Handing the receive
+// path back puts it in again, with read interest.
+TEST(PollOwnership, AnOwnedSocketLeavesTheEngineEpollSetUntilHandedBack)
+{
+    LoopbackPair p;
+    Buffers buf(p);
+    const int fd = p.b->qp->socket_fd();
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(epoll_interest(fd).has_value());
+    EXPECT_EQ(*epoll_interest(fd) & (EPOLLIN | EPOLLRDHUP), uint32_t{EPOLLIN | EPOLLRDHUP});
+
+    // Look while owned, and only trust a look no lease lapse (a poller
+    // descheduled for a whole tick on a loaded machine) came between.
+    bool clean = false;
+    std::optional<uint32_t> owned_interest;
+    for (int attempt = 0; attempt < 50 && !clean; ++attempt) {
+        ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
+        const uint64_t lapses = p.b->qp->counters().rx_poll_lease_lapses.load();
+        owned_interest = epoll_interest(fd);
+        clean = p.b->qp->rx_poll_owned() && p.b->qp->counters().rx_poll_lease_lapses.load() == lapses;
+    }
+    ASSERT_TRUE(clean);
+    EXPECT_FALSE(owned_interest.has_value()) << "events 0x" << std::hex << owned_interest.value_or(0);
+
+    ASSERT_EQ(p.b->rcq->req_notify(false), 0);
+    EXPECT_FALSE(p.b->qp->rx_poll_owned());
+    ASSERT_TRUE(epoll_interest(fd).has_value());
+    EXPECT_EQ(*epoll_interest(fd) & (EPOLLIN | EPOLLRDHUP), uint32_t{EPOLLIN | EPOLLRDHUP});
 }
 
 // A QP nothing arrives on (a pure sender, the idle rdma_cm QP beside the test
