@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstring>
 #include <thread>
 
@@ -521,6 +522,12 @@ void QueuePair::shutdown_for_destroy()
     std::lock_guard<std::mutex> rg(rx_lock_);
     std::lock_guard<std::mutex> sg(sq_lock_);
     shutdown_locked();
+    const QpCounters& c = counters_;
+    IWEMU_LOG(info,
+              "qp %u: tx %" PRIu64 " FPDUs %" PRIu64 " B in %" PRIu64 " sendmsg; rx %" PRIu64 " FPDUs %" PRIu64
+              " B in %" PRIu64 " reads, %" PRIu64 " engine passes, %" PRIu64 " lease lapses",
+              qp_num_, c.tx_fpdus.load(), c.tx_bytes.load(), c.tx_syscalls.load(), c.rx_fpdus.load(),
+              c.rx_bytes.load(), c.rx_syscalls.load(), c.rx_engine_passes.load(), c.rx_poll_lease_lapses.load());
 }
 
 bool QueuePair::shutdown_at_exit(std::chrono::steady_clock::time_point deadline)

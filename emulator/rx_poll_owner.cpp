@@ -26,6 +26,7 @@
 // engine's, and an RNR-parked receiver keeps its own rule.
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
+#include "emulator/log.h"
 #include "emulator/qp.h"
 
 namespace iwemu {
@@ -49,6 +50,7 @@ void QueuePair::poll_take_rx(int64_t now_ns)
     rx_poll_owned_.store(true, std::memory_order_relaxed);
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_add(qp_num_);
+    IWEMU_LOG(debug, "qp %u: a polling thread takes the receive path", qp_num_);
 }
 
 void QueuePair::poll_return_rx()
@@ -118,6 +120,7 @@ void QueuePair::poll_lease_tick()
     cq_polls_seen_ = cq_polls;
     if (!lapsed) return;
     counters_.rx_poll_lease_lapses.fetch_add(1, std::memory_order_relaxed);
+    IWEMU_LOG(debug, "qp %u: poll lease lapsed: the engine receives again", qp_num_);
     poll_release_rx_locked();
     if (init_.send_cq) init_.send_cq->note_lease_lapse();
     if (init_.recv_cq) init_.recv_cq->note_lease_lapse();
