@@ -86,7 +86,10 @@ int CompletionQueue::poll(Completion* out, int max)
 // Requests included, must not wait for its next poll or the lease tick.
 bool CompletionQueue::busy_polling(int64_t now)
 {
-    const int64_t prev = last_empty_poll_ns_.exchange(now, std::memory_order_relaxed);
+    // Load and store, not exchange (a locked instruction on every empty
+    // poll): concurrent pollers of one CQ may each see the other's time.
+    const int64_t prev = last_empty_poll_ns_.load(std::memory_order_relaxed);
+    last_empty_poll_ns_.store(now, std::memory_order_relaxed);
     return now - prev <= busy_poll_gap_ns;
 }
 

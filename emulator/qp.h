@@ -80,6 +80,14 @@ struct QpCounters {
     std::atomic<uint64_t> rx_poll_lease_lapses{0};  // poll ownership handed back by the engine's lease tick
 };
 
+// Each counter has one writer at a time, serialized by the lock of its
+// path (rx_lock_ or sq_lock_), and readers only look: a plain relaxed
+// store, not a locked read-modify-write per packet and per empty read.
+inline void count(std::atomic<uint64_t>& counter, uint64_t n = 1)
+{
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
 // What the last Terminate (sent or received) said: tests and diagnostics.
 struct TerminateRecord {
     bool valid = false;

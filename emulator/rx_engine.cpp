@@ -23,6 +23,7 @@
 #include "emulator/log.h"
 #include "emulator/qp.h"
 #include "emulator/srq.h"
+#include "emulator/stack_batch.h"
 #include "emulator/wire/rdmap_message.h"
 #include "emulator/wire/read_request.h"
 
@@ -78,10 +79,10 @@ WcStatus status_for_terminate(const TerminateCode& c)
 
 void QueuePair::rx_progress()
 {
-    counters_.rx_engine_passes.fetch_add(1, std::memory_order_relaxed);
     bool kick;
     {
         std::lock_guard<std::mutex> g(rx_lock_);
+        count(counters_.rx_engine_passes);
         if (rx_rnr_parked_) rx_rnr_check_peer();  // EPOLLRDHUP: the only read event while parked
         rx_locked();
         kick = std::exchange(rx_tx_kick_, false);
@@ -146,7 +147,7 @@ void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
 {
     const uint32_t off = rx_.payload_received();
     if (rx_target_ == RxTarget::user) {
-        counters_.rx_copied_bytes.fetch_add(n, std::memory_order_relaxed);
+        count(counters_.rx_copied_bytes, n);
         size_t skip = off;
         for (int i = 0; i < rx_dest_count_ && n > 0; ++i) {
             const iovec& d = rx_dest_[i];
@@ -186,7 +187,9 @@ int QueuePair::rx_dest_range(uint32_t off, uint32_t len, iovec* out) const
 
 void QueuePair::rx_locked()
 {
-    if (rq_flush_pending_.exchange(false)) flush_rq();
+    // Read first: an exchange is a locked instruction, and this runs on
+    // every empty poll.
+    if (rq_flush_pending_.load(std::memory_order_relaxed) && rq_flush_pending_.exchange(false)) flush_rq();
     const int fd = fd_.load(std::memory_order_acquire);
     if (fd < 0 || peer_fin_.load(std::memory_order_relaxed)) return;
     // Parked on a Send header: retry its placement (a receive may be posted
@@ -215,7 +218,7 @@ void QueuePair::rx_locked()
             // drain until the peer closes.
             rx_pos_ = rx_end_ = 0;
             k = ::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT);
-            counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
+            count(counters_.rx_syscalls);
             if (k > 0) continue;
         } else {
             if (rx_pos_ == rx_end_) rx_pos_ = rx_end_ = 0;
@@ -248,7 +251,7 @@ void QueuePair::rx_locked()
                 msg.msg_iov = iov;
                 msg.msg_iovlen = static_cast<size_t>(cnt);
                 k = ::recvmsg(fd, &msg, MSG_DONTWAIT);
-                counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
+                count(counters_.rx_syscalls);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < asked;
                     size_t placed = std::min<size_t>(static_cast<size_t>(k), need.max_octets);
@@ -264,7 +267,7 @@ void QueuePair::rx_locked()
                 }
             } else {
                 k = ::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT);
-                counters_.rx_syscalls.fetch_add(1, std::memory_order_relaxed);
+                count(counters_.rx_syscalls);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < rx_read_hint_;
                     rx_pos_ = 0;
@@ -409,9 +412,10 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
                     err = ddp_tagged(ec::ddp_tagged_base_or_bounds_violation);
                     fail = true;
                 } else {
-                    std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
+                    StackBatch<std::span<const uint8_t>, recv_wqe_max_sge + 1> storage;
+                    std::span<const uint8_t>* const slices = storage.items;
                     const int n = payload_slices(w.sge, w.host_delta, w.num_sge, w.placed, len, slices,
-                                                 static_cast<int>(std::size(slices)));
+                                                 static_cast<int>(std::size(storage.items)));
                     for (int i = 0; i < n; ++i)
                         rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
                     rx_dest_count_ = n;
@@ -483,9 +487,10 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         return false;
     }
     if (len > 0) {
-        std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
+        StackBatch<std::span<const uint8_t>, recv_wqe_max_sge + 1> storage;
+        std::span<const uint8_t>* const slices = storage.items;
         const int n = payload_slices(rx_wqe_.sge, rx_wqe_host_delta_.data(), rx_wqe_.num_sge, rx_send_placed_, len,
-                                     slices, static_cast<int>(std::size(slices)));
+                                     slices, static_cast<int>(std::size(storage.items)));
         for (int i = 0; i < n; ++i) rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
         rx_dest_count_ = n;
         rx_target_ = RxTarget::user;
@@ -496,8 +501,8 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
 bool QueuePair::rx_on_segment_end()
 {
     const uint32_t plen = rx_plen_;
-    counters_.rx_fpdus.fetch_add(1, std::memory_order_relaxed);
-    counters_.rx_bytes.fetch_add(plen, std::memory_order_relaxed);
+    count(counters_.rx_fpdus);
+    count(counters_.rx_bytes, plen);
     // Reads into the staging buffer (payload copied) pay off for small
     // segments only.  Judge by the last two: the short tail segment of a
     // large message must not send the next large message through staging.
@@ -577,7 +582,7 @@ bool QueuePair::rx_on_segment_end()
     default: break;
     }
     if (!ok) return false;
-    if (!rx_first_fpdu_seen_.exchange(true)) {
+    if (!rx_first_fpdu_seen_.load(std::memory_order_relaxed) && !rx_first_fpdu_seen_.exchange(true)) {
         rtr_expect_rx_ = false;
         std::lock_guard<std::mutex> g(sq_lock_);
         if (!tx_gate_open_) {

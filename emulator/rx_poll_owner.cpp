@@ -119,7 +119,7 @@ void QueuePair::poll_lease_tick()
     rx_poll_count_seen_ = polls;
     cq_polls_seen_ = cq_polls;
     if (!lapsed) return;
-    counters_.rx_poll_lease_lapses.fetch_add(1, std::memory_order_relaxed);
+    count(counters_.rx_poll_lease_lapses);
     IWEMU_LOG(debug, "qp %u: poll lease lapsed: the engine receives again", qp_num_);
     poll_release_rx_locked();
     if (init_.send_cq) init_.send_cq->note_lease_lapse();

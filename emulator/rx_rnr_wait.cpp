@@ -53,7 +53,7 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
     if (!rx_rnr_parked_ && may_wait) {
         rx_rnr_parked_ = true;
         rx_rnr_deadline_ = now + std::chrono::milliseconds(emu_.config().rnr_wait_ms);
-        counters_.rx_rnr_waits.fetch_add(1, std::memory_order_relaxed);
+        count(counters_.rx_rnr_waits);
         IWEMU_LOG(debug, "qp %u: Send MSN %u found no receive: waiting up to %u ms", qp_num_, rx_hdr_.msn,
                   emu_.config().rnr_wait_ms);
         {

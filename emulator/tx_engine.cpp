@@ -19,6 +19,7 @@
 #include "emulator/engine.h"
 #include "emulator/log.h"
 #include "emulator/qp.h"
+#include "emulator/stack_batch.h"
 #include "emulator/wire/ddp_header.h"
 #include "emulator/wire/rdmap_opcode.h"
 #include "emulator/wire/read_request.h"
@@ -156,7 +157,7 @@ bool QueuePair::tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<co
     slot.iov_end = iov_first_ + iov_count_;
     batch_bytes_ += slot.wire_length;
     ++slot_count_;
-    counters_.tx_fpdus.fetch_add(1, std::memory_order_relaxed);
+    count(counters_.tx_fpdus);
     return true;
 }
 
@@ -186,7 +187,8 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     const uint64_t index = sq_tx_;
     uint8_t hdr[wire::ddp_untagged_header_size + wire::rdma_read_request_header_size];
     wire::DdpHeader h;
-    std::span<const uint8_t> slices[recv_wqe_max_sge + 1];
+    StackBatch<std::span<const uint8_t>, recv_wqe_max_sge + 1> storage;
+    std::span<const uint8_t>* const slices = storage.items;
     int nslices = 0;
     uint32_t seg = 0;
     size_t hlen = 0;
@@ -270,7 +272,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     }
     if (w.opcode != WrOpcode::rdma_read && seg > 0) {
         nslices = payload_slices(w.sge, w.host_delta, w.num_sge, tx_offset_, seg, slices,
-                                 static_cast<int>(std::size(slices)));
+                                 static_cast<int>(std::size(storage.items)));
         if (nslices < 0) {
             tx_local_error_locked(w, WcStatus::loc_len_err);
             return true;
@@ -282,7 +284,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     if (!tx_add_fpdu_locked({hdr, hlen}, {slices, static_cast<size_t>(nslices)},
                             last && !imm_follows ? TxSlot::Action::sq_sent : TxSlot::Action::none, index))
         return false;
-    counters_.tx_bytes.fetch_add(seg, std::memory_order_relaxed);
+    count(counters_.tx_bytes, seg);
     tx_offset_ += seg;
     if (last && imm_follows) {
         tx_imm_next_ = true;  // stays this SQ message: nothing gets between Write and Immediate Data
@@ -326,7 +328,7 @@ bool QueuePair::tx_build_read_response_segment_locked()
     if (!tx_add_fpdu_locked({hdr, hlen}, {slice, nslices},
                             last ? TxSlot::Action::read_response_done : TxSlot::Action::none, 0))
         return false;
-    counters_.tx_bytes.fetch_add(seg, std::memory_order_relaxed);
+    count(counters_.tx_bytes, seg);
     tx_offset_ += seg;
     if (last) {
         ++irq_built_;
@@ -429,7 +431,7 @@ bool QueuePair::tx_flush_batch_locked()
         msg.msg_iov = &iov_[iov_first_];
         msg.msg_iovlen = std::min<size_t>(iov_count_, IOV_MAX);
         const ssize_t n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-        counters_.tx_syscalls.fetch_add(1, std::memory_order_relaxed);
+        count(counters_.tx_syscalls);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {

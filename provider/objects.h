@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "emulator/emulator.h"
+#include "emulator/stack_batch.h"
 #include "provider/provider.h"
 
 namespace iwemu::provider {
@@ -153,16 +154,6 @@ inline int detach_and_destroy(EmuObject* obj, Provider* mine, Destroy destroy)
     }
     return err;
 }
-
-// A stack array of work requests or completions, left uninitialized: the
-// entry points fill only the entries they pass on.  A plain array of them
-// (default member initializers) zeroed the whole batch on every call, 1.5
-// KiB per ibv_post_send, more instructions than the conversion itself.
-template <typename T, size_t N>
-union StackBatch {
-    StackBatch() {}
-    T items[N];
-};
 
 // Receive WRs go to the emulator in stack batches: no allocation on the
 // data path.  *bad names the first WR not posted.
