@@ -62,6 +62,8 @@ public:
         --count_;
         return true;
     }
+    // The WQE the next pop() copies (the caller holds the ring's lock).
+    const RecvWqe* head_slot() const { return slots_.empty() ? nullptr : &slots_[head_]; }
     uint32_t count() const { return count_; }
     uint32_t capacity() const { return capacity_; }
     uint32_t max_sge() const { return max_sge_; }

@@ -195,6 +195,10 @@ void QueuePair::rx_locked()
     // Parked on a Send header: retry its placement (a receive may be posted
     // now, or the wait is over) before reading anything more.
     if (rx_rnr_parked_ && !rx_place_send(rx_hdr_, rx_plen_)) return;
+    if (rx_wqe_next_) {
+        __builtin_prefetch(rx_wqe_next_);
+        __builtin_prefetch(reinterpret_cast<const char*>(rx_wqe_next_) + 63);  // slots are not line-aligned
+    }
     // recv()/recvmsg(), not read()/readv(): most calls of a polling thread
     // find the socket empty, and the socket calls skip the VFS layer (and
     // the shim's read() interposition): 326 against 360 ns per empty call.
@@ -458,6 +462,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         } else {
             std::lock_guard<std::mutex> g(rq_lock_);
             have = rq_.pop(&rx_wqe_);
+            rx_wqe_next_ = rq_.head_slot();
             if (!have && wait) rq_rnr_waiter_ = true;
         }
         // iWARP has no RNR retry: a Send without a posted receive kills the
