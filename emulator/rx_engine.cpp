@@ -228,10 +228,16 @@ void QueuePair::rx_locked()
             if (rx_pos_ == rx_end_) rx_pos_ = rx_end_ = 0;
             const wire::FpduRxNeed need = rx_.next_need();
             if (rx_pos_ < rx_end_) {
-                const size_t n = std::min<size_t>(rx_end_ - rx_pos_, need.max_octets);
                 const uint8_t* p = rx_staging_.data() + rx_pos_;
-                if (need.state == wire::FpduRxState::payload) rx_copy_payload(p, n);
-                const auto r = rx_.consume({p, n});
+                const size_t avail = rx_end_ - rx_pos_;
+                wire::FpduReceiver::ConsumeResult r;
+                if (need.state == wire::FpduRxState::payload) {
+                    const size_t n = std::min<size_t>(avail, need.max_octets);
+                    rx_copy_payload(p, n);
+                    r = rx_.consume({p, n});
+                } else {
+                    r = rx_.consume_framing({p, avail});
+                }
                 rx_pos_ += r.consumed;
                 --reads;  // no system call
                 if (!rx_handle_event(r.event)) return;

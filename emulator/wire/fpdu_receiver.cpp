@@ -114,6 +114,24 @@ FpduReceiver::ConsumeResult FpduReceiver::consume(std::span<const uint8_t> bytes
     return {n, event};
 }
 
+FpduReceiver::ConsumeResult FpduReceiver::consume_framing(std::span<const uint8_t> bytes)
+{
+    switch (state_) {
+    case FpduRxState::ulpdu_length:
+        if (const size_t n = fast_header(bytes)) return {n, FpduRxEvent::segment_header};
+        break;
+    case FpduRxState::pad:
+    case FpduRxState::crc: {
+        FpduRxEvent event = FpduRxEvent::none;
+        if (const size_t n = fast_trailer(bytes, event)) return {n, event};
+        break;
+    }
+    default:
+        break;
+    }
+    return consume(bytes);
+}
+
 FpduRxEvent FpduReceiver::absorb_marker(std::span<const uint8_t> b)
 {
     // A marker belongs to the FPDU it interrupts, or opens the next one

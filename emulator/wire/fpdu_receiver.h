@@ -136,6 +136,14 @@ public:
     // only when a state boundary or an error was reached.
     ConsumeResult consume(std::span<const uint8_t> bytes);
 
+    // Pull mode for framing octets (anything but payload), as consume() but
+    // through the next event in one step when it can: ULPDU_Length and DDP
+    // header (segment_header), or PAD and CRC (segment_end), all in `bytes`
+    // with no marker among them.  Otherwise exactly consume().  `bytes` may
+    // run past the framing: payload is never absorbed here.  A small FPDU
+    // read whole takes three steps instead of six (untagged header).
+    ConsumeResult consume_framing(std::span<const uint8_t> bytes);
+
     // ---- push mode -------------------------------------------------------
     // Drive the machine over `chunk`, reporting to `visitor`.  Returns the
     // octets consumed: chunk.size(), or fewer if an error stopped it.
@@ -180,7 +188,7 @@ private:
     void enter_trailer();
     void begin_fpdu();
     FpduRxEvent finish_fpdu();
-    // feed() fast paths, taken when a whole ULPDU_Length + DDP header (or a
+    // feed() and consume_framing() fast paths, taken when a whole ULPDU_Length + DDP header (or a
     // whole PAD + CRC) sits in the chunk with no marker among them: one CRC
     // call and no per-state dispatch.  They return 0 when not applicable
     // (the general path then handles the octets, errors included).

@@ -4,8 +4,9 @@
 //       2..7 sizes from the input itself)
 //   [1..4] initial stream offset (BE)   [5..6] max_ulpdu_length (0 = 65535)
 // Checks: no crash / out-of-bounds (ASan), payload views stay inside the fed
-// chunk and are contiguous per segment, segment sizes add up, and push and
-// pull mode agree on every event.
+// chunk and are contiguous per segment, segment sizes add up, and push,
+// pull and pull-with-framing-in-one-step (consume_framing) agree on every
+// event.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -111,5 +112,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     }
     if (a.events != b.events) fail();
     if (push.segments_completed() != pull.segments_completed()) fail();
+
+    // Pull mode with framing in one step (consume_framing, the engine's
+    // staging path) given everything left: the same story again, and no
+    // framing step absorbs payload.
+    FpduReceiver framed(opt);
+    Trace c;
+    pos = 0;
+    while (pos < stream.size()) {
+        const FpduRxNeed need = framed.next_need();
+        if (need.state == FpduRxState::error) break;
+        FpduReceiver::ConsumeResult r;
+        if (need.state == FpduRxState::payload) {
+            const auto bytes = stream.subspan(pos, std::min<size_t>(need.max_octets, stream.size() - pos));
+            c.chunk = bytes;
+            c.on_payload(bytes, framed.payload_received());
+            r = framed.consume(bytes);
+            if (r.consumed != bytes.size()) fail();
+        } else {
+            const uint32_t before = framed.payload_received();
+            r = framed.consume_framing(stream.subspan(pos));
+            if (r.consumed == 0 || r.consumed > stream.size() - pos) fail();
+            if (r.event == FpduRxEvent::none && framed.payload_received() != before) fail();
+        }
+        pos += r.consumed;
+        if (r.event == FpduRxEvent::segment_header) c.on_segment_header(framed.ddp_header(), framed.ulpdu_length());
+        if (r.event == FpduRxEvent::segment_end) c.on_segment_end();
+        if (r.event == FpduRxEvent::error) c.on_error(framed.error());
+    }
+    if (a.events != c.events) fail();
+    if (push.segments_completed() != framed.segments_completed()) fail();
     return 0;
 }

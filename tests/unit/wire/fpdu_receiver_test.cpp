@@ -92,6 +92,41 @@ size_t drive_pull(FpduReceiver& rx, Recorder& rec, std::span<const uint8_t> stre
     return pos;
 }
 
+// Pull mode as the engine drives a staging buffer: payload exactly as
+// next_need() says, framing through consume_framing() with everything left
+// in the stream (it must stop at the next event and never take payload).
+size_t drive_pull_framing(FpduReceiver& rx, Recorder& rec, std::span<const uint8_t> stream)
+{
+    size_t pos = 0;
+    while (pos < stream.size()) {
+        const FpduRxNeed need = rx.next_need();
+        if (need.state == FpduRxState::error) break;
+        FpduReceiver::ConsumeResult r;
+        if (need.state == FpduRxState::payload) {
+            const auto bytes = stream.subspan(pos, std::min<size_t>(need.max_octets, stream.size() - pos));
+            rec.chunk = bytes;
+            rec.on_payload(bytes, rx.payload_received());
+            r = rx.consume(bytes);
+            EXPECT_EQ(r.consumed, bytes.size());
+        } else {
+            const uint32_t payload_before = rx.payload_received();
+            r = rx.consume_framing(stream.subspan(pos));
+            if (r.event == FpduRxEvent::none)
+                EXPECT_EQ(rx.payload_received(), payload_before) << "framing step took payload";
+            EXPECT_GT(r.consumed, 0u);
+            if (r.consumed == 0) return pos;
+        }
+        pos += r.consumed;
+        switch (r.event) {
+        case FpduRxEvent::segment_header: rec.on_segment_header(rx.ddp_header(), rx.ulpdu_length()); break;
+        case FpduRxEvent::segment_end: rec.on_segment_end(); break;
+        case FpduRxEvent::error: rec.on_error(rx.error()); return pos;
+        case FpduRxEvent::none: break;
+        }
+    }
+    return pos;
+}
+
 void expect_vector_segment(const Recorder& rec, const test::FpduVector& v)
 {
     ASSERT_FALSE(rec.error.has_value()) << rec.error->what;
@@ -152,6 +187,46 @@ TEST(FpduReceiver, VectorsPull)
         EXPECT_EQ(drive_pull(rx, rec, v.wire), v.wire.size());
         expect_vector_segment(rec, v);
     }
+}
+
+TEST(FpduReceiver, VectorsPullFraming)
+{
+    for (const auto& v : fpdu_vectors()) {
+        SCOPED_TRACE(v.id);
+        FpduReceiver rx(options_for(v));
+        Recorder rec;
+        EXPECT_EQ(drive_pull_framing(rx, rec, v.wire), v.wire.size());
+        expect_vector_segment(rec, v);
+    }
+}
+
+// A small FPDU read whole: header in one step, payload, trailer in one step.
+TEST(FpduReceiver, ConsumeFramingTakesHeaderAndTrailerInOneStepEach)
+{
+    const std::vector<uint8_t> header = {0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0};  // untagged Send
+    const std::vector<uint8_t> payload = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::vector<uint8_t> wire(mpa_fpdu_wire_length(header.size() + payload.size(), false, 0));
+    ASSERT_EQ(encode_fpdu(wire, header, payload, 0, FpduFraming{true, false}), wire.size());
+    FpduReceiver rx;
+    const std::span<const uint8_t> all(wire);
+    auto r = rx.consume_framing(all);
+    EXPECT_EQ(r.consumed, 2 + header.size());
+    EXPECT_EQ(r.event, FpduRxEvent::segment_header);
+    ASSERT_EQ(rx.next_need().state, FpduRxState::payload);
+    r = rx.consume(all.subspan(20, payload.size()));
+    EXPECT_EQ(r.event, FpduRxEvent::none);
+    r = rx.consume_framing(all.subspan(28));
+    EXPECT_EQ(r.consumed, wire.size() - 28);  // PAD + CRC
+    EXPECT_EQ(r.event, FpduRxEvent::segment_end);
+    EXPECT_EQ(rx.segments_completed(), 1u);
+
+    // The same FPDU with a bad CRC: the one-step trailer reports MPA error 2.
+    wire.back() ^= 1;
+    FpduReceiver bad;
+    ASSERT_EQ(bad.consume_framing(all).event, FpduRxEvent::segment_header);
+    bad.consume(all.subspan(20, payload.size()));
+    EXPECT_EQ(bad.consume_framing(all.subspan(28)).event, FpduRxEvent::error);
+    EXPECT_EQ(bad.error().code, llp(ecode::mpa_crc_error));
 }
 
 TEST(FpduReceiver, PullNeedNeverCrossesAMarker)
@@ -337,6 +412,13 @@ Outcome run(std::vector<uint8_t> wire, FpduReceiverOptions o = {})
         EXPECT_EQ(rx.next_need().state, FpduRxState::error);
         EXPECT_EQ(rx.consume(v).consumed, 0u);
     }
+    // Pull mode through consume_framing() tells the same story.
+    FpduReceiver pull(o);
+    Recorder prec;
+    drive_pull_framing(pull, prec, wire);
+    EXPECT_EQ(prec.error.has_value(), out.rec.error.has_value());
+    if (prec.error && out.rec.error) EXPECT_EQ(prec.error->code, out.rec.error->code);
+    EXPECT_EQ(prec.segments.size(), out.rec.segments.size());
     return out;
 }
 
@@ -509,11 +591,11 @@ TEST(FpduReceiver, ResetStartsAFreshStream)
 TEST(FpduRoundTrip, RandomSegmentsFramingsAndChunkings)
 {
     std::mt19937 rng(6581);
-    enum Chunking { one_octet, random_chunks, whole, pull };
-    for (int trial = 0; trial < 160; ++trial) {
+    enum Chunking { one_octet, random_chunks, whole, pull, pull_framing };
+    for (int trial = 0; trial < 200; ++trial) {
         const FpduFraming framing{(trial & 1) != 0, (trial & 2) != 0};
         const uint32_t start = static_cast<uint32_t>(rng() & ~3u);  // any phase, 4-aligned
-        const Chunking chunking = static_cast<Chunking>((trial >> 2) % 4);
+        const Chunking chunking = static_cast<Chunking>((trial >> 2) % 5);
         const size_t nseg = chunking == one_octet ? 3 : 6;
 
         struct Seg { std::vector<uint8_t> header, payload; };
@@ -553,6 +635,7 @@ TEST(FpduRoundTrip, RandomSegmentsFramingsAndChunkings)
             used = rx.feed(std::span<const uint8_t>(stream), rec);
             break;
         case pull: used = drive_pull(rx, rec, stream); break;
+        case pull_framing: used = drive_pull_framing(rx, rec, stream); break;
         }
         SCOPED_TRACE("trial " + std::to_string(trial));
         ASSERT_FALSE(rec.error.has_value()) << rec.error->what;
