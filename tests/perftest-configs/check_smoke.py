@@ -44,6 +44,8 @@ for x in results:
     med = x.get("median")
     if not isinstance(med, (int, float)) or med <= 0 or len(x.get("values", [])) != 1:
         failures.append(f"{x.get('program')}: not measured ({x.get('note')})")
+    elif x.get("best") != med:
+        failures.append(f"{x['program']}: best {x.get('best')} is not its one run {med}")
     elif x["kind"] == "iwemu" and not isinstance(x.get("ratio_vs_tcp"), (int, float)):
         failures.append(f"{x['program']}: no ratio to TCP")
     elif x["program"] == "ib_write_lat" and not isinstance(x.get("ratio_vs_floor"), (int, float)):
