@@ -58,6 +58,12 @@ struct CmSettings {
     // so silent connections cannot keep real clients out for an MPA timeout
     // each.  At least 1 (Config key max_half_open, IWEMU_MAX_HALF_OPEN).
     unsigned max_half_open_per_listener = 64;
+    // ... but only once the oldest has waited this long for its Request.
+    // Until then new connections wait in the kernel's accept queue: a burst
+    // of real clients whose Requests are merely late (a loaded machine)
+    // must not evict each other.  Silent connections still cannot hold the
+    // listener: each is closed after its grace when newer ones wait.
+    std::chrono::milliseconds half_open_grace{250};
     // Largest PD_Length (RFC 6581 enhanced data included) this end sends.
     // RFC 5044 allows 512, but Linux siw drops a frame above 256 (CHECKLIST
     // MPA-058), so 256 unless every peer is known to take more.  Received

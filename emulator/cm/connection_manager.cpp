@@ -99,7 +99,8 @@ struct ConnectionManager::Listener {
     Connection* newest_half_open = nullptr;
     unsigned half_open = 0;
     uint64_t evicted = 0;
-    std::optional<Clock::time_point> resume_at;  // accept() backing off (EMFILE, ENOMEM)
+    std::optional<Clock::time_point> resume_at;  // accept() backing off (EMFILE, ENOMEM), or waiting for room
+    bool waiting_for_room = false;  // paused at the cap until a half-open one leaves or has had its grace
 };
 
 struct ConnectionManager::Connection {
@@ -110,6 +111,7 @@ struct ConnectionManager::Connection {
     bool counted_half_open = false;  // on its listener's half-open list
     Connection* older_half_open = nullptr;
     Connection* newer_half_open = nullptr;
+    Clock::time_point half_open_since{};
     StartupState state = StartupState::closed;
     int fd = -1;
     std::optional<Clock::time_point> deadline;
@@ -189,6 +191,7 @@ private:
     void accept_ready_locked(Listener& l);
     void make_room_locked(Listener& l);
     unsigned half_open_cap() const { return std::max(settings_.max_half_open_per_listener, 1u); }
+    bool room_after_grace_locked(Listener& l);
     void half_open_join_locked(Listener& l, Connection& c);
     void half_open_leave_locked(Connection& c);
     void pause_listener_locked(Listener& l, std::optional<Clock::time_point> resume_at);
@@ -447,6 +450,8 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
     // loop (its Request read if it came) before it can be the oldest.
     const unsigned batch = std::min(accept_batch, half_open_cap());
     for (unsigned i = 0; i < batch; ++i) {
+        if (l.half_open >= half_open_cap() && !room_after_grace_locked(l))
+            return;
         const int fd = ::accept4(l.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -483,11 +488,12 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
     }
 }
 
-// At the cap: the oldest connection without a complete Request makes way for
-// the one just accepted.  It is read first, so a client whose Request already
-// sits in its socket buffer (accepted in a burst, not served yet) moves on
-// instead; only one that has really sent nothing complete is closed.  One
-// receive and at most one close per accept.
+// At the cap: the oldest connection without a complete Request, past its
+// grace (room_after_grace_locked), makes way for the one just accepted.  It
+// is read first, so a client whose Request already sits in its socket buffer
+// (accepted in a burst, not served yet) moves on instead; only one that has
+// really sent nothing complete is closed.  One receive and at most one close
+// per accept.
 void ConnectionManager::Loop::make_room_locked(Listener& l)
 {
     receive_locked(*l.oldest_half_open);  // may complete its Request, or fail it
@@ -507,8 +513,27 @@ void ConnectionManager::Loop::make_room_locked(Listener& l)
     retire_locked(victim, true);
 }
 
+// At the cap, before accepting: room for one more?  The oldest connection
+// without a complete Request is read first (its Request may sit in its
+// socket buffer).  Still incomplete and within its grace: the listener waits
+// (new connections stay in the kernel's queue) until it completes, fails or
+// has had its grace; then make_room_locked closes it for the newcomer.
+bool ConnectionManager::Loop::room_after_grace_locked(Listener& l)
+{
+    receive_locked(*l.oldest_half_open);  // may complete its Request, or fail it
+    if (l.half_open < half_open_cap())
+        return true;
+    const Clock::time_point evict_at = l.oldest_half_open->half_open_since + settings_.half_open_grace;
+    if (Clock::now() >= evict_at)
+        return true;
+    pause_listener_locked(l, evict_at);
+    l.waiting_for_room = true;
+    return false;
+}
+
 void ConnectionManager::Loop::half_open_join_locked(Listener& l, Connection& c)
 {
+    c.half_open_since = Clock::now();
     c.counted_half_open = true;
     c.older_half_open = l.newest_half_open;
     c.newer_half_open = nullptr;
@@ -532,6 +557,8 @@ void ConnectionManager::Loop::half_open_leave_locked(Connection& c)
     (c.newer_half_open ? c.newer_half_open->older_half_open : l.newest_half_open) = c.older_half_open;
     c.older_half_open = c.newer_half_open = nullptr;
     --l.half_open;
+    if (l.waiting_for_room)
+        resume_listener_locked(l);  // room now: the kernel's queue drains
 }
 
 void ConnectionManager::Loop::pause_listener_locked(Listener& l,
@@ -551,6 +578,7 @@ void ConnectionManager::Loop::resume_listener_locked(Listener& l)
     ev.data.u64 = l.id | listener_tag;
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
     l.resume_at.reset();
+    l.waiting_for_room = false;
 }
 
 void ConnectionManager::Loop::expire_locked(Clock::time_point now)

@@ -9,7 +9,9 @@ The server is the distro's `rping -s -P` with a half-open cap of 4
 An attacker thread keeps 2 x cap silent connections open: as soon as the
 server closes one it opens another (paced, one new connection every few
 milliseconds, so the test does not eat the machine).  At the cap each new
-connection evicts the oldest silent one, so this asserts:
+connection evicts the oldest silent one once that one has had its grace
+(CmSettings::half_open_grace, 250 ms: late Requests of a burst of real
+clients are not evicted), so this asserts:
 
   (a) real `rping -c -V` clients, one after the other while the attack goes
       on, each verify their pings within CLIENT_BOUND_S, well below the MPA
@@ -18,8 +20,9 @@ connection evicts the oldest silent one, so this asserts:
       freed slot at once);
   (b) the server keeps closing attack connections (EOF or reset seen here,
       never data), long before the MPA timeout: steadily in the ATTACK_GAP_S
-      before each client, and at least once during its run (the client's own
-      connection, accepted at the cap, makes way for a silent one);
+      before each client (about cap per grace), and at least once during its
+      run (the client's own connection, accepted at the cap, makes way for a
+      silent one);
   (c) the server's descriptors stay within the cap (+ slack) throughout.
 
 Every wait is bounded; the server is killed on any way out.
@@ -44,8 +47,9 @@ CLIENT_BOUND_S = 8.0          # each real client, start to last ping, < MPA time
 ATTACK_SLOTS = 2 * HALF_OPEN_CAP
 OPEN_INTERVAL_S = 0.004       # attacker: at most one new connection per 4 ms
 CLIENTS = 3
-ATTACK_GAP_S = 0.5            # attack alone before each client
-MIN_GAP_EVICTIONS = 20        # in each gap (about 125 expected)
+GRACE_S = 0.25                # the server's half-open grace (CmSettings default)
+ATTACK_GAP_S = 1.0            # attack alone before each client
+MIN_GAP_EVICTIONS = int(HALF_OPEN_CAP * ATTACK_GAP_S / GRACE_S) // 2  # half of the cap-per-grace rate
 PINGS = 20
 FD_SLACK = 12                 # listener, a real client's connection and QP, CM/engine descriptors
 
