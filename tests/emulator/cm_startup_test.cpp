@@ -984,16 +984,34 @@ bool half_open_reaches(const ConnectionManager& cm, ListenerId lid, unsigned hal
     return false;
 }
 
+// A listener's settings for the half-open tests: a long MPA timeout (it
+// must never be what closes a connection here) and a cap of `cap`.
+CmSettings half_open_capped(unsigned cap, std::chrono::milliseconds grace)
+{
+    CmSettings s;
+    s.mpa_timeout = 10s;
+    s.max_half_open_per_listener = cap;
+    s.half_open_grace = grace;
+    return s;
+}
+
+// A complete Rev 1 MPA Request with CRC and no private data.
+Bytes rev1_request()
+{
+    wire::MpaFrame f;
+    f.type = wire::MpaFrameType::request;
+    f.rev = 1;
+    f.crc = true;
+    return encode(f);
+}
+
 // At the cap a new connection evicts the oldest one that has sent nothing
 // complete, at once: a real client does not wait for the MPA timeout (10 s
 // here) behind silent ones.
 TEST(CmRawPeer, HalfOpenCapEvictsTheOldestSilentConnectionForANewOne)
 {
     constexpr unsigned cap = 4;
-    CmSettings capped;
-    capped.mpa_timeout = 10s;
-    capped.max_half_open_per_listener = cap;
-    capped.half_open_grace = 0ms;  // the eviction itself; the grace has its own test
+    const CmSettings capped = half_open_capped(cap, 0ms);  // the eviction itself; the grace has its own test
     CmEventLog client_log;
     AttachLog qp, client_qp;
     ConnectionManager client;
@@ -1052,10 +1070,7 @@ TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
 {
     constexpr unsigned cap = 4;
     constexpr int rounds = 48;
-    CmSettings capped;
-    capped.mpa_timeout = 10s;
-    capped.max_half_open_per_listener = cap;
-    capped.half_open_grace = 0ms;
+    const CmSettings capped = half_open_capped(cap, 0ms);
     CmEventLog log;
     ConnectionManager cm(capped);
     ListenerId lid = 0;
@@ -1100,9 +1115,7 @@ TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
 {
     constexpr unsigned cap = 2;
     constexpr int clients = 12;
-    CmSettings capped;
-    capped.mpa_timeout = 10s;
-    capped.max_half_open_per_listener = cap;
+    const CmSettings capped = half_open_capped(cap, CmSettings{}.half_open_grace);
     CmEventLog log;
     std::mutex mu;
     std::condition_variable cv;
@@ -1121,11 +1134,7 @@ TEST(CmRawPeer, HalfOpenCapSparesClientsThatSentTheirRequest)
     const sockaddr_storage any = loopback();
     sockaddr_storage addr{};
     ASSERT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 16, hold_first, &lid, &addr), 0);
-    wire::MpaFrame f;
-    f.type = wire::MpaFrameType::request;
-    f.rev = 1;
-    f.crc = true;
-    const Bytes request = encode(f);
+    const Bytes request = rev1_request();
 
     // The first client's connect_request holds the CM thread...
     std::vector<int> fds;
@@ -1163,19 +1172,12 @@ TEST(CmRawPeer, HalfOpenCapLetsLateRequestsWaitWithinTheGrace)
 {
     constexpr unsigned cap = 2;
     constexpr int clients = 6;
-    CmSettings capped;
-    capped.mpa_timeout = 10s;
-    capped.max_half_open_per_listener = cap;
-    capped.half_open_grace = 2s;
+    const CmSettings capped = half_open_capped(cap, 2s);
     CmEventLog log;
     ConnectionManager cm(capped);
     ListenerId lid = 0;
     const sockaddr_storage addr = listen_loopback(cm, log, &lid);
-    wire::MpaFrame f;
-    f.type = wire::MpaFrameType::request;
-    f.rev = 1;
-    f.crc = true;
-    const Bytes request = encode(f);
+    const Bytes request = rev1_request();
 
     std::vector<int> fds;
     for (int i = 0; i < clients; ++i) {
