@@ -66,6 +66,18 @@ size_t feed_chunked(FpduReceiver& rx, Recorder& rec, std::span<const uint8_t> st
     return pos;
 }
 
+// Reports a pull-mode event to the recorder; false after an error.
+bool record_event(const FpduReceiver& rx, Recorder& rec, FpduRxEvent event)
+{
+    switch (event) {
+    case FpduRxEvent::segment_header: rec.on_segment_header(rx.ddp_header(), rx.ulpdu_length()); break;
+    case FpduRxEvent::segment_end: rec.on_segment_end(); break;
+    case FpduRxEvent::error: rec.on_error(rx.error()); return false;
+    case FpduRxEvent::none: break;
+    }
+    return true;
+}
+
 // Pull mode: read exactly next_need() octets each time, as the engine does.
 size_t drive_pull(FpduReceiver& rx, Recorder& rec, std::span<const uint8_t> stream)
 {
@@ -82,12 +94,7 @@ size_t drive_pull(FpduReceiver& rx, Recorder& rec, std::span<const uint8_t> stre
         const auto r = rx.consume(bytes);
         EXPECT_EQ(r.consumed, n);
         pos += r.consumed;
-        switch (r.event) {
-        case FpduRxEvent::segment_header: rec.on_segment_header(rx.ddp_header(), rx.ulpdu_length()); break;
-        case FpduRxEvent::segment_end: rec.on_segment_end(); break;
-        case FpduRxEvent::error: rec.on_error(rx.error()); return pos;
-        case FpduRxEvent::none: break;
-        }
+        if (!record_event(rx, rec, r.event)) return pos;
     }
     return pos;
 }
@@ -117,12 +124,7 @@ size_t drive_pull_framing(FpduReceiver& rx, Recorder& rec, std::span<const uint8
             if (r.consumed == 0) return pos;
         }
         pos += r.consumed;
-        switch (r.event) {
-        case FpduRxEvent::segment_header: rec.on_segment_header(rx.ddp_header(), rx.ulpdu_length()); break;
-        case FpduRxEvent::segment_end: rec.on_segment_end(); break;
-        case FpduRxEvent::error: rec.on_error(rx.error()); return pos;
-        case FpduRxEvent::none: break;
-        }
+        if (!record_event(rx, rec, r.event)) return pos;
     }
     return pos;
 }
