@@ -22,8 +22,11 @@
 // A poll that returns completions keeps it: handing it back and taking it
 // again cost two epoll_ctl() per message, one of them between the arrival
 // and the application's answer.
-// Only EPOLLIN moves: EPOLLOUT (a send backlog) and hang-ups stay the
-// engine's, and an RNR-parked receiver keeps its own rule.
+// While owned the socket is in no epoll set unless the engine still needs
+// it for EPOLLOUT (a send backlog) or an RNR-parked receiver's EPOLLRDHUP
+// (apply_epoll_interest_locked): the poller's recv() sees data, FIN and
+// errors itself, and a registered socket costs every message an epoll
+// callback in the peer's sendmsg().
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
