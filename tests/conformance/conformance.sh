@@ -235,14 +235,36 @@ else
 fi
 
 # ---- raw streams through iwemu decode (all FPDUs, FPDUPTRs) -----------------
-# Per connection and direction: TCP payload octets in sequence order.
+# Per connection and direction: TCP payload octets in sequence order, each
+# octet once.  A retransmission may cover its original with different
+# boundaries (more or fewer octets from the same sequence number), so
+# segments are merged by range, not deduplicated by sequence number.
+tcp_stream_octets() {  # reads "seq<TAB>hex payload" lines, writes the octets
+    python3 -c '
+import sys
+segs = []
+for line in sys.stdin:
+    f = line.split("\t")
+    if len(f) == 2 and f[1].strip():
+        segs.append((int(f[0]), bytes.fromhex(f[1].strip().replace(":", ""))))
+segs.sort(key=lambda x: (x[0], -len(x[1])))
+out = bytearray()
+start = segs[0][0] if segs else 0
+for seq, data in segs:
+    have = start + len(out)
+    if seq + len(data) <= have:
+        continue
+    out += data[max(0, have - seq):]
+sys.stdout.buffer.write(bytes(out))
+'
+}
 declare -A dec_count
 for s in $streams; do
     eval "ip=\$init_port_$s"
     for dir_name in init resp; do
         if [ $dir_name = init ]; then f="tcp.srcport==$ip"; else f="tcp.srcport==$port"; fi
         T -o tcp.desegment_tcp_streams:FALSE -Y "tcp.stream==$s && $f && tcp.len > 0" -T fields -e tcp.seq -e tcp.payload \
-            | sort -n -k1,1 -u | cut -f2 | tr -d ':\n' | perl -e 'local $/; print pack("H*", <STDIN>)' > "$dir/s$s.$dir_name.bin"
+            | tcp_stream_octets > "$dir/s$s.$dir_name.bin"
         "$cli" decode --markers $([ "$markers" = 1 ] && echo on || echo off) "$dir/s$s.$dir_name.bin" > "$dir/s$s.$dir_name.txt" 2>&1
         rc=$?
         summary=$(grep '^end:' "$dir/s$s.$dir_name.txt")
