@@ -489,16 +489,13 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
 }
 
 // At the cap: the oldest connection without a complete Request, past its
-// grace (room_after_grace_locked), makes way for the one just accepted.  It
-// is read first, so a client whose Request already sits in its socket buffer
-// (accepted in a burst, not served yet) moves on instead; only one that has
-// really sent nothing complete is closed.  One receive and at most one close
-// per accept.
+// grace, makes way for the one just accepted.  room_after_grace_locked read
+// it just before the accept, so a client whose Request already sat in its
+// socket buffer (accepted in a burst, not served yet) has moved on; only
+// one that has really sent nothing complete is closed.  One receive and at
+// most one close per accept.
 void ConnectionManager::Loop::make_room_locked(Listener& l)
 {
-    receive_locked(*l.oldest_half_open);  // may complete its Request, or fail it
-    if (l.half_open < half_open_cap())
-        return;
     Connection& victim = *l.oldest_half_open;
     if (l.evicted++ == 0 || log_enabled(LogLevel::debug)) {
         // Once per listener at warn (an attack, or more simultaneous clients
