@@ -11,16 +11,19 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 failed=0
 command -v tshark >/dev/null && command -v dumpcap >/dev/null || skip "tshark/dumpcap not installed"
 
-# A port with no registered TCP dissector (ORACLE §2: none in 49000-51999 in
-# tshark 4.0) that no socket uses, TIME_WAIT included, so the capture is ours alone.
+# A port with no registered TCP dissector (ORACLE §2; tshark 4.0 registers
+# none in 14002-15739: `tshark -G decodes`) that no socket uses, TIME_WAIT
+# included, so the capture is ours alone.  The range lies below the kernel's
+# ephemeral ports (32768-60999) so that no parallel test's client socket can be
+# given it, and apart from the integration tests' listeners (20000-31999).
 pick_capture_port() {
     local p
     port=
     for _ in $(seq 1 100); do
-        p=$((49000 + RANDOM % 3000))
+        p=$((14100 + RANDOM % 1600))
         if ! ss -Htan "sport = :$p or dport = :$p" | grep -q .; then port=$p; return 0; fi
     done
-    echo "no free port in 49000-51999"
+    echo "no free port in 14100-15699"
     exit 1
 }
 
