@@ -456,6 +456,13 @@ private:
     std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
     uint32_t rx_poll_count_seen_ = 0;         // engine thread: the count at the last lease tick
     uint64_t cq_polls_seen_ = 0;              // engine thread: its CQs' poll calls at the last lease tick
+    std::atomic<pid_t> rx_poller_tid_{0};     // the thread whose poll took the receive path
+    // Engine thread: lease ticks in a row without a poll, and the poller's
+    // run time and the clock at the first of them (poller_waits_for_cpu).
+    uint32_t lease_quiet_ticks_ = 0;
+    int64_t lease_on_cpu_seen_ns_ = 0;
+    int64_t lease_sample_ns_ = 0;
+    bool poller_waits_for_cpu();
     // Quiet detection (poll_rx_wanted), by any polling thread.
     std::atomic<uint64_t> poll_fpdus_seen_{0};
     std::atomic<uint32_t> poll_empty_visits_{0};

@@ -13,8 +13,9 @@
 // into memory it spins on, completions it sleeps for):
 //   - req_notify hands it back (the application is about to sleep), and
 //     no poll takes it again until the requested event has fired;
-//   - the engine's lease check hands back what nobody polled for one tick
-//     (an application that gave up polling without either), and the CQs of
+//   - the engine's lease check hands back what nobody polled for a tick
+//     (an application that gave up polling without either; not a poller
+//     that only waited for its CPU, poller_waits_for_cpu), and the CQs of
 //     such a QP take nothing for a while (a loop that polls once and then
 //     waits on memory would otherwise pay a tick every iteration);
 //   - a QP that stays quiet goes back too, and empty polls stop reading it
@@ -27,10 +28,13 @@
 // (apply_epoll_interest_locked): the poller's recv() sees data, FIN and
 // errors itself, and a registered socket costs every message an epoll
 // callback in the peer's sendmsg().
+#include <utility>
+
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
 #include "emulator/qp.h"
+#include "emulator/thread_cpu_state.h"
 
 namespace iwemu {
 
@@ -51,6 +55,7 @@ void QueuePair::poll_take_rx(int64_t now_ns)
     if (fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_)
         return;
     rx_poll_owned_.store(true, std::memory_order_relaxed);
+    rx_poller_tid_.store(current_tid(), std::memory_order_relaxed);
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_add(qp_num_);
     IWEMU_LOG(debug, "qp %u: a polling thread takes the receive path", qp_num_);
@@ -106,7 +111,7 @@ bool QueuePair::poll_rx_quiet(int64_t now_ns) const
 
 void QueuePair::poll_lease_tick()
 {
-    std::lock_guard<std::mutex> g(sq_lock_);
+    std::unique_lock<std::mutex> g(sq_lock_);
     if (!rx_poll_owned_.load(std::memory_order_relaxed) || destroyed_) {
         emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number
         return;
@@ -115,18 +120,55 @@ void QueuePair::poll_lease_tick()
     // count on the QP, and every poll of the QP's CQs counts there.  (The
     // CQs outlive the QP until destroy_qp returns, which sets destroyed_
     // under sq_lock_.)
-    const uint32_t polls = rx_poll_count_.load(std::memory_order_relaxed);
-    const uint64_t cq_polls = (init_.send_cq ? init_.send_cq->poll_calls() : 0) +
-                              (init_.recv_cq ? init_.recv_cq->poll_calls() : 0);
+    auto polls_now = [this] {
+        return std::pair{rx_poll_count_.load(std::memory_order_relaxed),
+                         (init_.send_cq ? init_.send_cq->poll_calls() : 0) +
+                             (init_.recv_cq ? init_.recv_cq->poll_calls() : 0)};
+    };
+    const auto [polls, cq_polls] = polls_now();
     const bool lapsed = polls == rx_poll_count_seen_ && cq_polls == cq_polls_seen_;
     rx_poll_count_seen_ = polls;
     cq_polls_seen_ = cq_polls;
-    if (!lapsed) return;
+    if (!lapsed) {
+        lease_quiet_ticks_ = 0;
+        return;
+    }
+    // Look at the poller without sq_lock_: a poller about to post a work
+    // request would sleep on it, and look as if it had walked away.
+    g.unlock();
+    const bool waits = poller_waits_for_cpu();
+    g.lock();
+    if (!rx_poll_owned_.load(std::memory_order_relaxed) || destroyed_) return;
+    if (waits || polls_now() != std::pair{polls, cq_polls}) return;  // still there
+    lease_quiet_ticks_ = 0;
     count(counters_.rx_poll_lease_lapses);
     IWEMU_LOG(debug, "qp %u: poll lease lapsed: the engine receives again", qp_num_);
     poll_release_rx_locked();
     if (init_.send_cq) init_.send_cq->note_lease_lapse();
     if (init_.recv_cq) init_.recv_cq->note_lease_lapse();
+}
+
+// A tick without a poll: the poller walked away, or it was preempted
+// (another busy thread on its CPU, vCPU contention) and polls again as soon
+// as it runs.  Handing back then would cost it the receive path for
+// lapse_backoff_ns.  A poller that sleeps has walked away; a runnable one
+// whose run time stands still since the first quiet tick waits for its CPU,
+// though for max_wait_ticks at most; one that runs does so elsewhere (the
+// run time of a running thread is accounted a scheduler tick late, so that
+// takes a few lease ticks to show).
+bool QueuePair::poller_waits_for_cpu()
+{
+    constexpr uint32_t max_wait_ticks = 20;
+    const std::optional<ThreadCpuState> st = thread_cpu_state(rx_poller_tid_.load(std::memory_order_relaxed));
+    if (!st || !st->runnable) return false;  // gone, asleep, or no account kept  // gone, asleep, or no account kept
+    const int64_t now = CompletionQueue::now_ns();
+    if (lease_quiet_ticks_++ == 0) {
+        lease_on_cpu_seen_ns_ = st->on_cpu_ns;
+        lease_sample_ns_ = now;
+        return true;
+    }
+    const int64_t ran = st->on_cpu_ns - lease_on_cpu_seen_ns_;
+    return 2 * ran < now - lease_sample_ns_ && lease_quiet_ticks_ <= max_wait_ticks;
 }
 
 }  // namespace iwemu

@@ -3,7 +3,10 @@
 // and reads arriving FPDUs itself; the engine gets the receive path back on
 // req_notify, when the polls stop (lease), and for a QP that stays quiet, so
 // nothing waits on a poller that went away.
+#include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -432,6 +435,71 @@ TEST(PollOwnership, ASmallMessageCostsOneReadWhenTheSocketHoldsJustIt)
     // an earlier pass costs one more; allow a few.)
     EXPECT_LE(p.b->qp->counters().rx_syscalls.load(), n + n / 5u);
     EXPECT_EQ(p.b->qp->counters().rx_fpdus.load(), static_cast<uint64_t>(n));
+}
+
+
+// A poller that shares its CPU with another busy thread waits, now and then,
+// for a whole lease tick on the run queue without polling.  It has not
+// walked away: the lease must not take the receive path back (and keep its
+// CQ from lending for 100 ms) for that.
+TEST(PollOwnership, APollerWaitingForItsCpuKeepsTheReceivePath)
+{
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+    ASSERT_LT(cpu, CPU_SETSIZE);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+
+    LoopbackPair p;
+    Buffers buf(p);
+    for (int i = 0; i < 64; ++i) {
+        ASSERT_EQ(p.a->post_recv(buf.a.data() + 2048, 64, buf.ma, 0), 0);
+        ASSERT_EQ(p.b->post_recv(buf.b.data() + 2048, 64, buf.mb, 0), 0);
+    }
+    std::atomic<bool> stop{false};
+    // b answers every Send of a; b's thread and the hog share one CPU.
+    std::thread hog([&] {
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+    });
+    std::atomic<long> preempted{0};
+    std::thread tb([&] {
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        Completion wc[4];
+        while (!stop.load(std::memory_order_relaxed)) {
+            if (p.b->rcq->poll(wc, 1) != 1) continue;
+            p.b->post_recv(buf.b.data() + 2048, 64, buf.mb, 0);
+            p.b->post_send(WrOpcode::send, buf.b.data(), 8, buf.mb, 0, 0, 0, 0);
+            while (p.b->scq->poll(wc, 4) > 0) {
+            }
+        }
+        rusage ru{};
+        getrusage(RUSAGE_THREAD, &ru);
+        preempted = ru.ru_nivcsw;
+    });
+    Completion wc[4];
+    const auto end = std::chrono::steady_clock::now() + 600ms;
+    while (std::chrono::steady_clock::now() < end) {
+        ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 8, buf.ma, 0, 0, 0, 0), 0);
+        int got = 0;
+        const auto limit = std::chrono::steady_clock::now() + 5s;
+        while (got == 0 && std::chrono::steady_clock::now() < limit) got = p.a->rcq->poll(wc, 1);
+        ASSERT_EQ(got, 1);
+        ASSERT_EQ(p.a->post_recv(buf.a.data() + 2048, 64, buf.ma, 0), 0);
+        while (p.a->scq->poll(wc, 4) > 0) {
+        }
+    }
+    stop = true;
+    tb.join();
+    hog.join();
+    // The scenario happened: the poller lost its CPU to the hog many times
+    // (each slice a millisecond or more, longer than a lease tick).
+    EXPECT_GT(preempted.load(), 20);
+    EXPECT_EQ(p.b->qp->counters().rx_poll_lease_lapses.load(), 0u);
 }
 
 }  // namespace
