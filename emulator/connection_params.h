@@ -37,6 +37,9 @@ struct ConnectionParams {
     uint16_t ord = 0;               // outbound Read Requests we may have in flight
     uint32_t mulpdu = 0;            // largest ULPDU we send (RFC 5044 §4.3), from TCP_MAXSEG
                                     // (0: the QP computes it from TCP_MAXSEG and tx.markers)
+    // mulpdu stays as given.  Otherwise it follows the connection's EMSS as
+    // TCP reports it (RFC 5044 §4.5: "the MULPDU value is changed accordingly").
+    bool mulpdu_fixed = false;
     // Responder only: the Initiator's go-ahead already arrived during startup
     // (seed-002 Rtr frame mode), so the QP may send before the first inbound
     // FPDU.  Otherwise a Responder sends nothing until the Initiator's first

@@ -325,6 +325,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // MPA-011
 
         params_ = params;
+        mulpdu_checked_ns_ = CompletionQueue::now_ns();
         if (params.mulpdu) {
             mulpdu_ = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
                       : params.mulpdu > wire::mpa_mulpdu_max ? wire::mpa_mulpdu_max

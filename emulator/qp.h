@@ -267,6 +267,7 @@ private:
     bool tx_build_next_locked();              // false: nothing (more) to send now
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
+    void tx_follow_emss_locked(uint64_t message_length);
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
     bool tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
                             TxSlot::Action action, uint64_t sq_index);
@@ -351,6 +352,8 @@ private:
     std::atomic<int> fd_{-1};
     ConnectionParams params_;
     uint32_t mulpdu_ = wire::mpa_mulpdu_max;
+    int64_t mulpdu_checked_ns_ = 0;    // sq_lock_: when TCP_MAXSEG was last read (tx_follow_emss_locked)
+    static constexpr int64_t mulpdu_check_interval_ns = 1'000'000;
     uint16_t ord_ = 0;   // outbound Reads in flight allowed
     uint16_t ird_ = 0;   // inbound Reads queued allowed
     bool epollout_ = false;

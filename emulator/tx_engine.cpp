@@ -8,6 +8,8 @@
 // then Read Responses (in request order, RFC 5040 §5.2.2) alternating with
 // SQ work requests (in posting order, §5.5).  Reads stop at ORD, fences at
 // the first outstanding Read.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -222,6 +224,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         tx_offset_ = 0;
         tx_imm_next_ = false;
         w.phase = WqePhase::sending;
+        tx_follow_emss_locked(w.length);
     }
     if (tx_imm_next_) return tx_build_immediate_data_locked(w);
 
@@ -305,12 +308,35 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     return true;
 }
 
+// RFC 5044 §4.5: MULPDU follows the EMSS.  Linux reports a connection's
+// MSS bounded by half the largest window the peer has offered, so right after
+// the handshake it is often half what it becomes once the window opens (on
+// loopback 32 KiB, then 64 KiB).  Before a message that needs more than one
+// FPDU, re-read it now and then: one getsockopt() a millisecond at most, and
+// the message's FPDUs all have one size.
+void QueuePair::tx_follow_emss_locked(uint64_t message_length)
+{
+    if (params_.mulpdu_fixed || message_length + wire::ddp_untagged_header_size <= mulpdu_) return;
+    const int64_t now = CompletionQueue::now_ns();
+    if (now - mulpdu_checked_ns_ < mulpdu_check_interval_ns) return;
+    mulpdu_checked_ns_ = now;
+    int mss = 0;
+    socklen_t len = sizeof mss;
+    if (getsockopt(fd_.load(std::memory_order_relaxed), IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0)
+        return;
+    const uint32_t mulpdu = wire::mpa_mulpdu(static_cast<uint32_t>(mss), params_.tx.markers);
+    if (mulpdu == mulpdu_) return;
+    IWEMU_LOG(debug, "qp %u: EMSS %d: MULPDU %u -> %u", qp_num_, mss, mulpdu_, mulpdu);
+    mulpdu_ = mulpdu;
+}
+
 bool QueuePair::tx_build_read_response_segment_locked()
 {
     ReadResponseJob& j = irq_[(irq_head_ + irq_built_) % irq_.size()];
     if (tx_msg_ == TxMessage::none) {
         tx_msg_ = TxMessage::read_response;
         tx_offset_ = 0;
+        tx_follow_emss_locked(j.size);
     }
     const uint32_t remaining = j.size - static_cast<uint32_t>(tx_offset_);
     const uint32_t seg = std::min<uint32_t>(remaining, mulpdu_ - wire::ddp_tagged_header_size);

@@ -326,6 +326,7 @@ struct LoopbackPair {
         pa.ird = o.ird;
         pa.ord = o.ord;
         pa.mulpdu = o.mulpdu;
+        pa.mulpdu_fixed = o.mulpdu != 0;
         pb = pa;
         pb.fd = fb;
         pb.role = ConnectionRole::responder;
