@@ -160,7 +160,7 @@ bool QueuePair::poller_waits_for_cpu()
 {
     constexpr uint32_t max_wait_ticks = 20;
     const std::optional<ThreadCpuState> st = thread_cpu_state(rx_poller_tid_.load(std::memory_order_relaxed));
-    if (!st || !st->runnable) return false;  // gone, asleep, or no account kept  // gone, asleep, or no account kept
+    if (!st || !st->runnable) return false;  // gone, asleep, or no account kept
     const int64_t now = CompletionQueue::now_ns();
     if (lease_quiet_ticks_++ == 0) {
         lease_on_cpu_seen_ns_ = st->on_cpu_ns;

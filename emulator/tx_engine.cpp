@@ -224,7 +224,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         tx_offset_ = 0;
         tx_imm_next_ = false;
         w.phase = WqePhase::sending;
-        tx_follow_emss_locked(w.length);
+        if (w.opcode != WrOpcode::rdma_read) tx_follow_emss_locked(w.length);  // a Read Request is one FPDU
     }
     if (tx_imm_next_) return tx_build_immediate_data_locked(w);
 
@@ -312,8 +312,8 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
 // MSS bounded by half the largest window the peer has offered, so right after
 // the handshake it is often half what it becomes once the window opens (on
 // loopback 32 KiB, then 64 KiB).  Before a message that needs more than one
-// FPDU, re-read it now and then: one getsockopt() a millisecond at most, and
-// the message's FPDUs all have one size.
+// FPDU, re-read it now and then (one getsockopt() a millisecond at most);
+// a message is cut to one MULPDU from its first FPDU to its last.
 void QueuePair::tx_follow_emss_locked(uint64_t message_length)
 {
     if (params_.mulpdu_fixed || message_length + wire::ddp_untagged_header_size <= mulpdu_) return;
