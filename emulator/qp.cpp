@@ -331,10 +331,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
                       : params.mulpdu > wire::mpa_mulpdu_max ? wire::mpa_mulpdu_max
                                                              : params.mulpdu;
         } else {
-            int mss = 0;
-            socklen_t len = sizeof mss;
-            if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0) mss = 1460;
-            mulpdu_ = wire::mpa_mulpdu(static_cast<uint32_t>(mss), params.tx.markers);
+            mulpdu_ = mulpdu_of_emss(fd, params.tx.markers).value_or(wire::mpa_mulpdu(1460, params.tx.markers));
         }
         // Negotiated depths win over the application's modify values; 0 keeps ours.
         if (params.ord) ord_ = params.ord > limits::max_ord ? limits::max_ord : params.ord;

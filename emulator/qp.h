@@ -268,6 +268,7 @@ private:
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
     void tx_follow_emss_locked(uint64_t message_length);
+    static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
     bool tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
                             TxSlot::Action action, uint64_t sq_index);

@@ -320,14 +320,18 @@ void QueuePair::tx_follow_emss_locked(uint64_t message_length)
     const int64_t now = CompletionQueue::now_ns();
     if (now - mulpdu_checked_ns_ < mulpdu_check_interval_ns) return;
     mulpdu_checked_ns_ = now;
+    const std::optional<uint32_t> mulpdu = mulpdu_of_emss(fd_.load(std::memory_order_relaxed), params_.tx.markers);
+    if (!mulpdu || *mulpdu == mulpdu_) return;
+    IWEMU_LOG(debug, "qp %u: MULPDU %u -> %u (EMSS changed)", qp_num_, mulpdu_, *mulpdu);
+    mulpdu_ = *mulpdu;
+}
+
+std::optional<uint32_t> QueuePair::mulpdu_of_emss(int fd, bool markers)
+{
     int mss = 0;
     socklen_t len = sizeof mss;
-    if (getsockopt(fd_.load(std::memory_order_relaxed), IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0)
-        return;
-    const uint32_t mulpdu = wire::mpa_mulpdu(static_cast<uint32_t>(mss), params_.tx.markers);
-    if (mulpdu == mulpdu_) return;
-    IWEMU_LOG(debug, "qp %u: EMSS %d: MULPDU %u -> %u", qp_num_, mss, mulpdu_, mulpdu);
-    mulpdu_ = mulpdu;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0) return std::nullopt;
+    return wire::mpa_mulpdu(static_cast<uint32_t>(mss), markers);
 }
 
 bool QueuePair::tx_build_read_response_segment_locked()

@@ -1070,15 +1070,11 @@ TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
 {
     constexpr unsigned cap = 4;
     constexpr int rounds = 48;
-    const CmSettings capped = half_open_capped(cap, 0ms);
-    CmEventLog log;
-    ConnectionManager cm(capped);
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    RawPeerListener srv(half_open_capped(cap, 0ms));
     // One connection first, so the CM thread and its descriptors exist.
-    const int warm = raw_connect(addr);
+    const int warm = raw_connect(srv.addr);
     ASSERT_GE(warm, 0);
-    ASSERT_TRUE(half_open_reaches(cm, lid, 1));
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, 1));
     const size_t base = open_fds();
 
     std::deque<int> open;  // oldest first, as the listener sees them
@@ -1086,7 +1082,7 @@ TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
     size_t peak = 0;
     int evicted_seen = 0;
     for (int i = 0; i < rounds; ++i) {
-        const int fd = raw_connect(addr);
+        const int fd = raw_connect(srv.addr);
         ASSERT_GE(fd, 0);
         open.push_back(fd);
         if (open.size() > cap) {
@@ -1097,13 +1093,13 @@ TEST(CmRawPeer, HalfOpenChurnKeepsDescriptorsBounded)
             ++evicted_seen;
         }
         peak = std::max(peak, open_fds());
-        EXPECT_LE(stats_of(cm, lid).half_open, cap);
+        EXPECT_LE(stats_of(srv.cm, srv.lid).half_open, cap);
     }
     // Ours: `cap` client ends; the listener's: `cap` server ends (minus the
     // one client end counted in base).
     EXPECT_LE(peak, base + 2 * cap);
-    EXPECT_EQ(stats_of(cm, lid).evicted, static_cast<uint64_t>(evicted_seen));
-    EXPECT_EQ(log.size(), 0u);
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, static_cast<uint64_t>(evicted_seen));
+    EXPECT_EQ(srv.log.size(), 0u);
     for (int fd : open)
         ::close(fd);
 }
@@ -1172,29 +1168,25 @@ TEST(CmRawPeer, HalfOpenCapLetsLateRequestsWaitWithinTheGrace)
 {
     constexpr unsigned cap = 2;
     constexpr int clients = 6;
-    const CmSettings capped = half_open_capped(cap, 2s);
-    CmEventLog log;
-    ConnectionManager cm(capped);
-    ListenerId lid = 0;
-    const sockaddr_storage addr = listen_loopback(cm, log, &lid);
+    RawPeerListener srv(half_open_capped(cap, 2s));
     const Bytes request = rev1_request();
 
     std::vector<int> fds;
     for (int i = 0; i < clients; ++i) {
-        fds.push_back(raw_connect(addr));
+        fds.push_back(raw_connect(srv.addr));
         ASSERT_GE(fds.back(), 0);
     }
-    ASSERT_TRUE(half_open_reaches(cm, lid, cap));
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, cap));
     std::this_thread::sleep_for(150ms);
-    EXPECT_EQ(stats_of(cm, lid).evicted, 0u);
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, 0u);
     for (int fd : fds)
         ASSERT_TRUE(write_all(fd, request));
     for (int i = 0; i < clients; ++i) {
-        auto req = log.wait(CmEventType::connect_request, 3s);
+        auto req = srv.log.wait(CmEventType::connect_request, 3s);
         ASSERT_TRUE(req) << i;
-        cm.reject(req->connection, {});
+        srv.cm.reject(req->connection, {});
     }
-    EXPECT_EQ(stats_of(cm, lid).evicted, 0u);
+    EXPECT_EQ(stats_of(srv.cm, srv.lid).evicted, 0u);
     for (int fd : fds)
         ::close(fd);
 }
