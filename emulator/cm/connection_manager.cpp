@@ -88,6 +88,13 @@ std::string_view to_string(CmEventType type)
     return "?";
 }
 
+// Why a listener has stopped accepting for a while (pause_listener_locked).
+enum class ListenerPause : uint8_t {
+    none,
+    accept_backoff,    // accept() ran out of descriptors or memory: try again at resume_at
+    waiting_for_room,  // at the half-open cap: resume when one leaves, or at resume_at (its grace is over)
+};
+
 struct ConnectionManager::Listener {
     ListenerId id = 0;
     int fd = -1;
@@ -99,8 +106,8 @@ struct ConnectionManager::Listener {
     Connection* newest_half_open = nullptr;
     unsigned half_open = 0;
     uint64_t evicted = 0;
-    std::optional<Clock::time_point> resume_at;  // accept() backing off (EMFILE, ENOMEM), or waiting for room
-    bool waiting_for_room = false;  // paused at the cap until a half-open one leaves or has had its grace
+    ListenerPause pause = ListenerPause::none;
+    Clock::time_point resume_at{};  // while paused
 };
 
 struct ConnectionManager::Connection {
@@ -194,7 +201,7 @@ private:
     bool room_after_grace_locked(Listener& l);
     void half_open_join_locked(Listener& l, Connection& c);
     void half_open_leave_locked(Connection& c);
-    void pause_listener_locked(Listener& l, std::optional<Clock::time_point> resume_at);
+    void pause_listener_locked(Listener& l, ListenerPause why, Clock::time_point resume_at);
     void resume_listener_locked(Listener& l);
     void connection_ready_locked(Connection& c, uint32_t events);
     void expire_locked(Clock::time_point now);
@@ -313,7 +320,8 @@ int ConnectionManager::Loop::next_timeout_ms_locked() const
     for (const auto& [id, c] : connections_)
         consider(c->deadline);
     for (const auto& [id, l] : listeners_)
-        consider(l->resume_at);
+        if (l->pause != ListenerPause::none)
+            consider(l->resume_at);
     if (!next)
         return -1;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
@@ -459,7 +467,7 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return;
             // Out of descriptors or memory: try again later instead of spinning.
-            pause_listener_locked(l, Clock::now() + accept_retry_delay);
+            pause_listener_locked(l, ListenerPause::accept_backoff, Clock::now() + accept_retry_delay);
             return;
         }
         // Room is made only for a connection really accepted: a spurious
@@ -523,8 +531,7 @@ bool ConnectionManager::Loop::room_after_grace_locked(Listener& l)
     const Clock::time_point evict_at = l.oldest_half_open->half_open_since + settings_.half_open_grace;
     if (Clock::now() >= evict_at)
         return true;
-    pause_listener_locked(l, evict_at);
-    l.waiting_for_room = true;
+    pause_listener_locked(l, ListenerPause::waiting_for_room, evict_at);
     return false;
 }
 
@@ -554,17 +561,17 @@ void ConnectionManager::Loop::half_open_leave_locked(Connection& c)
     (c.newer_half_open ? c.newer_half_open->older_half_open : l.newest_half_open) = c.older_half_open;
     c.older_half_open = c.newer_half_open = nullptr;
     --l.half_open;
-    if (l.waiting_for_room)
+    if (l.pause == ListenerPause::waiting_for_room)
         resume_listener_locked(l);  // room now: the kernel's queue drains
 }
 
-void ConnectionManager::Loop::pause_listener_locked(Listener& l,
-                                                     std::optional<Clock::time_point> resume_at)
+void ConnectionManager::Loop::pause_listener_locked(Listener& l, ListenerPause why, Clock::time_point resume_at)
 {
     epoll_event ev{};
     ev.events = 0;
     ev.data.u64 = l.id | listener_tag;
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
+    l.pause = why;
     l.resume_at = resume_at;
 }
 
@@ -574,8 +581,7 @@ void ConnectionManager::Loop::resume_listener_locked(Listener& l)
     ev.events = EPOLLIN;
     ev.data.u64 = l.id | listener_tag;
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, l.fd, &ev);
-    l.resume_at.reset();
-    l.waiting_for_room = false;
+    l.pause = ListenerPause::none;
 }
 
 void ConnectionManager::Loop::expire_locked(Clock::time_point now)
@@ -588,7 +594,7 @@ void ConnectionManager::Loop::expire_locked(Clock::time_point now)
         if (Connection* c = find_locked(id))
             fail_locked(*c, CmEventType::timeout, ETIMEDOUT, std::nullopt, "MPA startup timed out");
     for (auto& [id, l] : listeners_)
-        if (l->resume_at && *l->resume_at <= now)
+        if (l->pause != ListenerPause::none && l->resume_at <= now)
             resume_listener_locked(*l);
 }
 

@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1195,6 +1197,65 @@ TEST(CmRawPeer, HalfOpenCapLetsLateRequestsWaitWithinTheGrace)
 // must still take a burst of handshakes up to the half-open cap: a SYN it
 // drops is only retransmitted after 1 s (then 3 s, 7 s ...), so a burst of
 // silent clients would otherwise push a real one back by seconds.
+// accept() failing for want of descriptors (EMFILE) leaves the connection
+// in the kernel's queue and the listener readable: the CM thread must not
+// spin on it.  It pauses the listener, tries again, and takes the
+// connection once descriptors are free.
+TEST(CmRawPeer, OutOfDescriptorsTheListenerBacksOffAndAcceptsLater)
+{
+    RawPeerListener srv;
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // before the descriptors run out
+    ASSERT_GE(client, 0);
+    set_timeouts(client);
+
+    rlimit saved{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+    rlimit low = saved;
+    low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    std::vector<int> taken;
+    for (;;) {
+        const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            EXPECT_EQ(errno, EMFILE);
+            break;
+        }
+        taken.push_back(fd);
+    }
+    auto give_back = [&] {
+        for (int fd : taken)
+            ::close(fd);
+        taken.clear();
+        ::setrlimit(RLIMIT_NOFILE, &saved);
+    };
+
+    // The kernel completes the handshake; the CM's accept() cannot.
+    const bool connected = ::connect(client, reinterpret_cast<const sockaddr*>(&srv.addr), sizeof(sockaddr_in)) == 0;
+    auto cpu_us = [] {
+        rusage ru{};
+        ::getrusage(RUSAGE_SELF, &ru);
+        return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000LL + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    };
+    const long long cpu_before = cpu_us();
+    std::this_thread::sleep_for(500ms);
+    const long long cpu_spent_us = cpu_us() - cpu_before;
+    const unsigned half_open_meanwhile = stats_of(srv.cm, srv.lid).half_open;
+    give_back();
+    ASSERT_TRUE(connected);
+    EXPECT_EQ(half_open_meanwhile, 0u);  // nothing could be accepted
+    // A CM thread retrying a readable listener in a loop burns the whole
+    // half second; backing off costs a few retries.
+    EXPECT_LT(cpu_spent_us, 100'000);
+
+    // Descriptors are back: the retry accepts, and the connection is served.
+    ASSERT_TRUE(half_open_reaches(srv.cm, srv.lid, 1));
+    ASSERT_TRUE(write_all(client, encode(wire::MpaFrame{})));
+    auto req = srv.log.wait(CmEventType::connect_request, 2s);
+    ASSERT_TRUE(req);
+    ASSERT_EQ(srv.cm.reject(req->connection, {}), 0);
+    ::close(client);
+}
+
 TEST(CmRawPeer, BurstOfConnectsUpToTheCapIsNotDroppedByATinyBacklog)
 {
     CmEventLog log;
