@@ -153,9 +153,8 @@ void QueuePair::poll_lease_tick()
 // as it runs.  Handing back then would cost it the receive path for
 // lapse_backoff_ns.  A poller that sleeps has walked away; a runnable one
 // whose run time stands still since the first quiet tick waits for its CPU,
-// though for max_wait_ticks at most; one that runs does so elsewhere (the
-// run time of a running thread is accounted a scheduler tick late, so that
-// takes a few lease ticks to show).
+// though for max_wait_ticks at most; one that runs does so elsewhere, and
+// its run time shows that at the next tick.
 bool QueuePair::poller_waits_for_cpu()
 {
     constexpr uint32_t max_wait_ticks = 20;

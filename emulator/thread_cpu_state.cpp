@@ -3,9 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace iwemu {
 namespace {
@@ -22,6 +23,15 @@ bool read_task_file(pid_t tid, const char* name, char* text, size_t size)
     if (n <= 0) return false;
     text[n] = '\0';
     return true;
+}
+
+// The CPU-time clock of thread `tid` of this process: the clockid
+// pthread_getcpuclockid() makes of a pthread_t (Linux posix-cpu-timers ABI:
+// the complemented id shifted left by 3, the per-thread flag 4, and
+// CPUCLOCK_SCHED 2, the scheduler's run time).
+clockid_t thread_cpu_clock(pid_t tid)
+{
+    return static_cast<clockid_t>((~static_cast<uint32_t>(tid) << 3) | 4u | 2u);
 }
 
 }  // namespace
@@ -41,12 +51,9 @@ std::optional<ThreadCpuState> thread_cpu_state(pid_t tid)
     const char* comm_end = std::strrchr(stat, ')');
     if (!comm_end || comm_end[1] != ' ' || comm_end[2] == '\0') return std::nullopt;
     const char state = comm_end[2];
-    // schedstat: "<ns on cpu> <ns waiting on a run queue> <timeslices>".
-    char sched[96];
-    uint64_t on_cpu = 0;
-    if (!read_task_file(tid, "schedstat", sched, sizeof sched) || std::sscanf(sched, "%" SCNu64, &on_cpu) != 1)
-        return std::nullopt;
-    return ThreadCpuState{state == 'R', static_cast<int64_t>(on_cpu)};
+    timespec ran{};
+    if (::clock_gettime(thread_cpu_clock(tid), &ran) != 0) return std::nullopt;  // gone meanwhile
+    return ThreadCpuState{state == 'R', ran.tv_sec * 1'000'000'000LL + ran.tv_nsec};
 }
 
 }  // namespace iwemu

@@ -3,10 +3,11 @@
 // The poll lease (rx_poll_owner.cpp) must tell a poller that walked away
 // from one that was merely preempted: both leave a lease tick without a
 // poll.  A thread that sleeps is not runnable; a preempted one is runnable
-// but its run time stands still; one that spins elsewhere runs.  The kernel
-// shows both in /proc/self/task/<tid>/: the state in stat, the run time in
-// schedstat (accounted when the thread leaves its CPU, and at each scheduler
-// tick while it runs: a few milliseconds late for a running thread).
+// but its run time stands still; one that spins elsewhere runs.  The state
+// comes from /proc/self/task/<tid>/stat, the run time from the thread's
+// CPU-time clock, which the kernel brings up to date when it is read
+// (schedstat only catches up with a running thread at the scheduler tick,
+// milliseconds late).
 #pragma once
 #include <sys/types.h>
 
@@ -23,9 +24,8 @@ struct ThreadCpuState {
     int64_t on_cpu_ns;  // run time since the thread started
 };
 
-// nullopt when the thread is gone or the kernel keeps no run time
-// (no CONFIG_SCHED_INFO).  Reads two small /proc files: for rare
-// decisions, never on a data path.
+// nullopt when the thread is gone.  Opens a /proc file and reads a clock
+// (four system calls): for rare decisions, never on a data path.
 std::optional<ThreadCpuState> thread_cpu_state(pid_t tid);
 
 }  // namespace iwemu

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -28,6 +29,28 @@ TEST(ThreadCpuState, ARunningThreadIsRunnableAndItsRunTimeGrows)
     const auto after = thread_cpu_state(current_tid());
     ASSERT_TRUE(after.has_value());
     EXPECT_GT(after->on_cpu_ns, before->on_cpu_ns);
+}
+
+// The lease tells a poller that runs elsewhere from one waiting for its CPU
+// by its run time: that must be current, not as of the last scheduler tick
+// (up to 10 ms at HZ=100).  After a few milliseconds of running without a
+// system call, the run time read must be within a fraction of a
+// millisecond of the thread's own CPU clock read just after it.
+TEST(ThreadCpuState, ARunningThreadsRunTimeIsCurrentNotATickOld)
+{
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const auto end = std::chrono::steady_clock::now() + 3ms;
+        while (std::chrono::steady_clock::now() < end) {
+        }
+        const auto st = thread_cpu_state(current_tid());
+        timespec own{};
+        ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own), 0);
+        ASSERT_TRUE(st.has_value());
+        EXPECT_TRUE(st->runnable);
+        const int64_t own_ns = own.tv_sec * 1'000'000'000LL + own.tv_nsec;
+        EXPECT_LE(st->on_cpu_ns, own_ns);
+        EXPECT_LT(own_ns - st->on_cpu_ns, 300'000) << "attempt " << attempt;
+    }
 }
 
 TEST(ThreadCpuState, ASleepingThreadIsNotRunnable)
