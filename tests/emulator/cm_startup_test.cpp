@@ -3,9 +3,9 @@
 // socket to an Endpoint.  Every wait is bounded.
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1232,13 +1232,6 @@ TEST(CmRawPeer, OutOfDescriptorsTheListenerBacksOffAndAcceptsLater)
         }
         taken.push_back(fd);
     }
-    auto give_back = [&] {
-        for (int fd : taken)
-            ::close(fd);
-        taken.clear();
-        ::setrlimit(RLIMIT_NOFILE, &saved);
-    };
-
     // The kernel completes the handshake; the CM's accept() cannot.
     const bool connected = ::connect(client, reinterpret_cast<const sockaddr*>(&srv.addr), sizeof(sockaddr_in)) == 0;
     auto cpu_us = [] {
@@ -1250,7 +1243,9 @@ TEST(CmRawPeer, OutOfDescriptorsTheListenerBacksOffAndAcceptsLater)
     std::this_thread::sleep_for(500ms);
     const long long cpu_spent_us = cpu_us() - cpu_before;
     const unsigned half_open_meanwhile = stats_of(srv.cm, srv.lid).half_open;
-    give_back();
+    for (int fd : taken)
+        ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved);
     ASSERT_TRUE(connected);
     EXPECT_EQ(half_open_meanwhile, 0u);  // nothing could be accepted
     // A CM thread retrying a readable listener in a loop burns the whole
