@@ -67,7 +67,7 @@ int Engine::watch(int fd, uint32_t qp_num, uint32_t current, uint32_t events)
     return epoll_ctl(epfd_, op, fd, &ev) == 0 ? 0 : -errno;
 }
 
-void Engine::schedule_rx(uint32_t qp_num, Clock::time_point when)
+void Engine::schedule_timer(uint32_t qp_num, Clock::time_point when)
 {
     {
         std::lock_guard<std::mutex> g(timers_lock_);
@@ -155,7 +155,7 @@ int Engine::next_timeout_ms(int idle_timeout_ms)
     std::lock_guard<std::mutex> g(timers_lock_);
     if (timers_.empty()) return idle_timeout_ms;
     Clock::time_point first = timers_.front().when;
-    for (const RxTimer& t : timers_) first = std::min(first, t.when);
+    for (const QpTimer& t : timers_) first = std::min(first, t.when);
     const auto now = Clock::now();
     if (first <= now) return 0;
     // Round up: waking a little late is fine, waking early just loops once more.
@@ -167,7 +167,7 @@ int Engine::next_timeout_ms(int idle_timeout_ms)
 void Engine::fire_timers()
 {
     if (timer_count_.load(std::memory_order_acquire) == 0) return;
-    // Take the due ones out first: rx_timer() may arm its QP's timer again.
+    // Take the due ones out first: on_timer() may arm its QP's timer again.
     uint32_t due[64];
     size_t n = 0;
     {
@@ -185,7 +185,7 @@ void Engine::fire_timers()
         timer_count_.store(timers_.size(), std::memory_order_release);
     }
     for (size_t i = 0; i < n; ++i)
-        if (std::shared_ptr<QueuePair> qp = emu_.find_qp(due[i])) qp->rx_timer();
+        if (std::shared_ptr<QueuePair> qp = emu_.find_qp(due[i])) qp->on_timer();
 }
 
 void Engine::run()

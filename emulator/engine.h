@@ -6,10 +6,11 @@
 // qp_num in the epoll data and looked up through the emulator's registry, so
 // a QP destroyed concurrently is never touched after it is gone.
 //
-// It also keeps one receive-path timer per QP (a receiver parked on a Send
-// with no posted receive: its deadline, or a prompt re-run once a receive
-// is posted), the same way the CM loop keeps its MPA deadlines: the earliest
-// one bounds epoll_wait.
+// It also keeps one timer per QP (a receiver parked on a Send with no
+// posted receive: its deadline, or a prompt re-run once a receive is
+// posted; a graceful close whose FIN the peer's window holds back: the next
+// look), the same way the CM loop keeps its MPA deadlines: the earliest one
+// bounds epoll_wait.
 //
 // And the poll-ownership leases (rx_poll_owner.cpp): while a polling
 // application thread owns some QP's receive path, the loop wakes once per
@@ -46,11 +47,12 @@ public:
     // it go (process exit with a lock held by a thread that never resumes).
     void join_until(std::chrono::steady_clock::time_point deadline);
 
-    // Run QueuePair::rx_timer() of qp_num from the engine thread at `when`
+    // Run QueuePair::on_timer() of qp_num from the engine thread at `when`
     // (now: as soon as possible).  One timer per QP: an earlier time
-    // replaces a later one.  Wakes the engine thread when called elsewhere.
+    // replaces a later one (on_timer re-arms whatever is still due later).
+    // Wakes the engine thread when called elsewhere.
     using Clock = std::chrono::steady_clock;
-    void schedule_rx(uint32_t qp_num, Clock::time_point when);
+    void schedule_timer(uint32_t qp_num, Clock::time_point when);
 
     // A polling thread took / gave back qp_num's receive path.
     void poll_owner_add(uint32_t qp_num);
@@ -67,7 +69,7 @@ private:
     int lease_timeout_ms(int timeout_ms);
     void check_poll_leases();
 
-    struct RxTimer {
+    struct QpTimer {
         uint32_t qp_num;
         Clock::time_point when;
     };
@@ -78,7 +80,7 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<bool> exited_{false};        // run() returned
     std::mutex timers_lock_;
-    std::vector<RxTimer> timers_;            // at most one per QP, few at a time
+    std::vector<QpTimer> timers_;            // at most one per QP, few at a time
     std::atomic<size_t> timer_count_{0};     // lock-free "none armed" check per loop
     // Poll ownership leases.  The loop keeps ticking a while after the last
     // owner left (a ping-pong takes and returns ownership every message):

@@ -114,6 +114,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             for (auto& m : rx_msn_) m = 1;
             terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
             closing_ = fin_sent_ = false;
+            fin_stall_watch_ = false;
             peer_fin_ = false;
             conn_event_sent_ = false;
         }
@@ -353,6 +354,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         tx_msg_ = TxMessage::none;
         terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
         closing_ = fin_sent_ = false;
+        fin_stall_watch_ = false;
         peer_fin_ = false;
         conn_event_sent_ = false;
         rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
@@ -449,6 +451,8 @@ void QueuePair::disconnect()
 // A parked receiver of ours is dropped the same way: its RQ is flushed
 // (siw flushes the RQ on CLOSING), so the Send it waits for cannot land,
 // and close() with unread data resets the connection in any case.
+// A graceful FIN can still queue behind octets of completed WRs that a
+// closed window holds back; fin_stall.cpp bounds that wait.
 // States after a Terminate never come here: its FIN must stay behind it.
 void QueuePair::close_locked()
 {
@@ -463,6 +467,12 @@ void QueuePair::close_locked()
     }
     IWEMU_LOG(debug, "qp %u: disconnect %s: dropping the connection", qp_num_,
               in_transmission ? "during a transmission" : "while waiting for a receive");
+    drop_connection_locked();
+}
+
+// RST, ERR, both queues flushed; the local side's disconnect is complete.
+void QueuePair::drop_connection_locked()
+{
     closing_ = true;
     fin_sent_ = true;
     close_socket_locked(true);
@@ -476,6 +486,18 @@ void QueuePair::close_locked()
     flush_rq();
     // Our disconnect is complete: the CM reports DISCONNECTED as for a FIN.
     defer_locked(std::nullopt, QpConnectionEvent::peer_closed);
+}
+
+// The engine's timer for this QP: both waits that may have armed it.
+void QueuePair::on_timer()
+{
+    {
+        std::lock_guard<std::mutex> rg(rx_lock_);
+        rx_rnr_timer_locked();
+        std::lock_guard<std::mutex> sg(sq_lock_);
+        fin_stall_check_locked();
+    }
+    drain_deferred();
 }
 
 void QueuePair::abort()

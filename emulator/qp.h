@@ -78,6 +78,7 @@ struct QpCounters {
     std::atomic<uint64_t> rx_rnr_waits{0};     // Sends that found no receive posted and waited for one
     std::atomic<uint64_t> rx_engine_passes{0}; // receive passes the engine thread ran on EPOLLIN
     std::atomic<uint64_t> rx_poll_lease_lapses{0};  // poll ownership handed back by the engine's lease tick
+    std::atomic<uint64_t> fin_stall_drops{0};  // graceful closes dropped: the peer's closed window held the FIN back
 };
 
 // Each counter has one writer at a time, serialized by the lock of its
@@ -159,9 +160,10 @@ public:
     void try_tx_progress();
     // Drive the send path (EPOLLOUT).
     void tx_progress();
-    // Engine timer (Engine::schedule_rx): a parked receiver's deadline, or
-    // the prompt re-run after a receive was posted for it.
-    void rx_timer();
+    // Engine timer (Engine::schedule_timer): a parked receiver's deadline,
+    // or the prompt re-run after a receive was posted for it; the next look
+    // at a FIN the peer's window holds back (fin_stall.cpp).
+    void on_timer();
     // EPOLLHUP / EPOLLERR without EPOLLIN: the socket died while the receive
     // path was parked (no read interest), or a plain hang-up.
     void rx_hangup();
@@ -315,6 +317,11 @@ private:
     void rx_rnr_unpark();
     void rx_rnr_kick();                       // a receive was posted for the parked receiver
     void rx_rnr_check_peer();                 // engine: the peer's FIN / RST behind the parked Send ends the wait
+    void rx_rnr_timer_locked();               // on_timer: the deadline, or a receive posted meanwhile
+    // -- fin_stall.cpp: a graceful close's FIN behind octets that a peer
+    // with a closed window never takes ends in an abortive close.
+    void fin_stall_arm_locked();              // sq_lock_: the FIN was just queued
+    void fin_stall_check_locked();            // rx_lock_ + sq_lock_, from on_timer
     bool rx_handle_read_request();
     void rx_handle_terminate(uint32_t body_len);
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -336,6 +343,7 @@ private:
     void close_socket_locked(bool abortive);
     void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
     void close_locked();                      // rx_lock_ + sq_lock_ held: RTS -> CLOSING (disconnect, SQD)
+    void drop_connection_locked();            // rx_lock_ + sq_lock_ held: the abortive end of a disconnect
     void emit_connection_event(QpConnectionEvent ev);
     void emit_async(AsyncEventType type);
     void complete(CompletionQueue* cq, const Completion& c, bool solicited);
@@ -367,6 +375,10 @@ private:
     bool rtr_read_response_expected_ = false;  // initiator sent a Read RTR
     bool closing_ = false;           // disconnect() requested: FIN after the SQ drains
     bool fin_sent_ = false;
+    // sq_lock_: watching a FIN queued behind octets TCP has not sent (fin_stall.cpp).
+    bool fin_stall_watch_ = false;
+    int fin_stall_unsent_ = 0;                      // the octets still unsent at the last look
+    std::chrono::steady_clock::time_point fin_stall_next_{};  // the next look
     std::atomic<bool> peer_fin_{false};  // FIN read: no more receiving; close once our TX is out
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
     std::atomic<bool> destroyed_{false};

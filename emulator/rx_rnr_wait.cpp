@@ -17,8 +17,8 @@
 // before its payload.  Wake-ups:
 //   * post_recv / SRQ post: the queue's lock orders the failed take that
 //     registered us against the post that sees the registration; the post
-//     asks the engine to run rx_timer() now (no syscall when nobody waits);
-//   * the engine timer at the deadline (Engine::schedule_rx);
+//     asks the engine to run on_timer() now (no syscall when nobody waits);
+//   * the engine timer at the deadline (Engine::schedule_timer);
 //   * any poll_cq that drives this QP's receive path meanwhile;
 //   * the end of the peer's stream (below).
 // While parked the engine has no read interest in the socket (level-
@@ -61,7 +61,7 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
             rx_read_paused_ = true;
             apply_epoll_interest_locked();
         }
-        emu_.engine().schedule_rx(qp_num_, rx_rnr_deadline_);
+        emu_.engine().schedule_timer(qp_num_, rx_rnr_deadline_);
         return false;
     }
     if (rx_rnr_parked_ && may_wait && now < rx_rnr_deadline_) return false;  // keep waiting
@@ -110,20 +110,17 @@ void QueuePair::rx_rnr_unpark()
 // Any context (no rx_lock_ needed): the engine re-runs the receive path.
 void QueuePair::rx_rnr_kick()
 {
-    emu_.engine().schedule_rx(qp_num_, Engine::Clock::now());
+    emu_.engine().schedule_timer(qp_num_, Engine::Clock::now());
 }
 
-void QueuePair::rx_timer()
+// rx_lock_ held, from on_timer: run the parked receiver again.
+void QueuePair::rx_rnr_timer_locked()
 {
-    {
-        std::lock_guard<std::mutex> g(rx_lock_);
-        rx_locked();
-        // Still parked (the kick lost the race for an SRQ receive, or the
-        // deadline is not reached): keep the deadline armed.
-        if (rx_rnr_parked_ && fd_.load(std::memory_order_acquire) >= 0 && !destroyed_)
-            emu_.engine().schedule_rx(qp_num_, rx_rnr_deadline_);
-    }
-    drain_deferred();
+    rx_locked();
+    // Still parked (the kick lost the race for an SRQ receive, or the
+    // deadline is not reached): keep the deadline armed.
+    if (rx_rnr_parked_ && fd_.load(std::memory_order_acquire) >= 0 && !destroyed_)
+        emu_.engine().schedule_timer(qp_num_, rx_rnr_deadline_);
 }
 
 void QueuePair::rx_hangup()

@@ -25,7 +25,7 @@ int SharedReceiveQueue::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
     if (!waiters_.empty() && ring_.count() > 0) {
         // Receivers parked on the empty SRQ: let the engine resume them.
         const auto now = Engine::Clock::now();
-        for (uint32_t qpn : waiters_) emu_.engine().schedule_rx(qpn, now);
+        for (uint32_t qpn : waiters_) emu_.engine().schedule_timer(qpn, now);
         waiters_.clear();
     }
     return rc;

@@ -543,6 +543,7 @@ void QueuePair::tx_locked(size_t budget)
         ::shutdown(fd, SHUT_WR);
         fin_sent_ = true;
         IWEMU_LOG(debug, "qp %u: FIN sent (disconnect)", qp_num_);
+        fin_stall_arm_locked();
     }
 }
 

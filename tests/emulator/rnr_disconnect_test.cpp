@@ -5,6 +5,9 @@
 // which ends the parked receiver's wait; a parked receiver's own disconnect
 // drops the connection.  rnr_wait_ms is 60 s here: every bound below is
 // far under it.  Two emulators over loopback TCP.
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include "tests/emulator/qp_loopback_fixture.h"
 
 namespace iwemu::test {
@@ -136,6 +139,54 @@ TEST(RnrDisconnect, SenderFinEndsTheParkedWait)
     EXPECT_LT(since(t0), prompt);
     EXPECT_EQ(p.a->qp->last_terminate_received().code, no_buffer);
     EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::terminated, prompt));
+}
+
+// Octets TCP has not sent yet (not taken by the peer's window).
+int unsent_octets(int fd)
+{
+    int n = -1;
+    return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
+}
+
+// Nothing in transmission, but TCP still holds octets of completed Sends
+// that the parked receiver's closed window keeps back: the FIN queues
+// behind them and cannot reach the receiver (qperf rc_bw at its end, when
+// the last WRs just fit into the socket buffers).  The close must still not
+// wait for the receiver's rnr_wait_ms: a FIN the peer's window keeps back
+// for a second becomes an abortive close (fin_stall.cpp), which the parked
+// receiver hears at once.
+TEST(RnrDisconnect, FinStuckBehindAClosedWindowDropsTheConnection)
+{
+    LoopbackPair p(with_rnr_wait(long_wait));
+    constexpr uint32_t msg = 16 * 1024;
+    std::vector<uint8_t> src(msg);
+    MemoryRegion* smr = p.a->reg(src.data(), src.size());
+    const int fd = p.a->qp->socket_fd();
+    // One Send at a time, each completed (TCP took it) before the next,
+    // until the receiver parks and TCP holds octets it cannot send.
+    bool stuck = false;
+    for (uint64_t i = 0; i < 2000 && !stuck; ++i) {
+        ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), msg, smr, i), 0);
+        const auto wc = p.a->wait(p.a->scq, 1, prompt);
+        ASSERT_EQ(wc.size(), 1u) << "send " << i << " stayed in transmission";
+        ASSERT_EQ(wc[0].status, WcStatus::success);
+        if (p.b->qp->counters().rx_rnr_waits.load() == 1 && unsent_octets(fd) > 0) {
+            std::this_thread::sleep_for(50ms);
+            stuck = unsent_octets(fd) > 0;
+        }
+    }
+    ASSERT_TRUE(stuck);
+    const auto t0 = std::chrono::steady_clock::now();
+    p.a->qp->disconnect();
+    EXPECT_EQ(p.a->qp->state(), QpState::sqd);  // graceful: nothing in transmission
+    ASSERT_TRUE(p.a->wait_state(QpState::err, prompt));
+    EXPECT_LT(since(t0), prompt);
+    EXPECT_EQ(p.a->qp->counters().fin_stall_drops.load(), 1u);
+    EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::peer_closed, prompt));  // our disconnect completed
+    // The RST reaches the parked receiver: connection lost, no Terminate.
+    expect_receiver_closed(*p.b, t0);
+    EXPECT_TRUE(p.b->events.wait_conn(QpConnectionEvent::connection_error, prompt));
+    EXPECT_FALSE(p.b->qp->last_terminate_sent().valid);
 }
 
 // The parked receiver's own disconnect: its RQ is flushed, so the Send can
