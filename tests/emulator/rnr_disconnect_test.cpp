@@ -148,6 +148,41 @@ int unsent_octets(int fd)
     return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 ? n : -1;
 }
 
+// Sends of src from a to b, one at a time, each completed (TCP took it)
+// before the next, until b has parked (no receive posted) and a's TCP holds
+// octets it cannot send: a's graceful FIN would queue behind them.  Returns
+// how many Sends that took, 0 if the state never came.
+int send_until_the_fin_would_stall(LoopbackPair& p, std::vector<uint8_t>& src, MemoryRegion* smr)
+{
+    const int fd = p.a->qp->socket_fd();
+    for (int i = 0; i < 200; ++i) {
+        if (const int rc = p.a->post_send(WrOpcode::send, src.data(), static_cast<uint32_t>(src.size()), smr,
+                                          static_cast<uint64_t>(i))) {
+            ADD_FAILURE() << "post_send " << i << ": " << rc;
+            return 0;
+        }
+        const auto wc = p.a->wait(p.a->scq, 1, prompt);
+        if (wc.size() != 1 || wc[0].status != WcStatus::success) {
+            ADD_FAILURE() << "send " << i << " stayed in transmission or failed";
+            return 0;
+        }
+        // The first Send parks the receiver; before it has, more Sends could
+        // only pile up unread (its engine thread may not have run yet).
+        if (i == 0 && !wait_until([&] { return p.b->qp->counters().rx_rnr_waits.load() == 1; }, prompt)) {
+            ADD_FAILURE() << "the receiver did not park";
+            return 0;
+        }
+        if (unsent_octets(fd) > 0) {
+            std::this_thread::sleep_for(50ms);
+            if (unsent_octets(fd) > 0) return i + 1;
+        }
+    }
+    ADD_FAILURE() << "TCP took and sent every Send: " << unsent_octets(fd) << " octets unsent";
+    return 0;
+}
+
+constexpr uint32_t stall_msg = 16 * 1024;
+
 // Nothing in transmission, but TCP still holds octets of completed Sends
 // that the parked receiver's closed window keeps back: the FIN queues
 // behind them and cannot reach the receiver (qperf rc_bw at its end, when
@@ -158,24 +193,9 @@ int unsent_octets(int fd)
 TEST(RnrDisconnect, FinStuckBehindAClosedWindowDropsTheConnection)
 {
     LoopbackPair p(with_rnr_wait(long_wait));
-    constexpr uint32_t msg = 16 * 1024;
-    std::vector<uint8_t> src(msg);
+    std::vector<uint8_t> src(stall_msg);
     MemoryRegion* smr = p.a->reg(src.data(), src.size());
-    const int fd = p.a->qp->socket_fd();
-    // One Send at a time, each completed (TCP took it) before the next,
-    // until the receiver parks and TCP holds octets it cannot send.
-    bool stuck = false;
-    for (uint64_t i = 0; i < 2000 && !stuck; ++i) {
-        ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), msg, smr, i), 0);
-        const auto wc = p.a->wait(p.a->scq, 1, prompt);
-        ASSERT_EQ(wc.size(), 1u) << "send " << i << " stayed in transmission";
-        ASSERT_EQ(wc[0].status, WcStatus::success);
-        if (p.b->qp->counters().rx_rnr_waits.load() == 1 && unsent_octets(fd) > 0) {
-            std::this_thread::sleep_for(50ms);
-            stuck = unsent_octets(fd) > 0;
-        }
-    }
-    ASSERT_TRUE(stuck);
+    ASSERT_GT(send_until_the_fin_would_stall(p, src, smr), 0);
     const auto t0 = std::chrono::steady_clock::now();
     p.a->qp->disconnect();
     EXPECT_EQ(p.a->qp->state(), QpState::sqd);  // graceful: nothing in transmission
@@ -187,6 +207,44 @@ TEST(RnrDisconnect, FinStuckBehindAClosedWindowDropsTheConnection)
     expect_receiver_closed(*p.b, t0);
     EXPECT_TRUE(p.b->events.wait_conn(QpConnectionEvent::connection_error, prompt));
     EXPECT_FALSE(p.b->qp->last_terminate_sent().valid);
+}
+
+// The same stalled FIN, but the receiver's application posts its receives
+// before the first look: the octets flow, the FIN follows them, and the
+// close stays graceful -- every Send lands, nothing is dropped.
+TEST(RnrDisconnect, FinBehindAClosedWindowStaysGracefulWhenThePeerReads)
+{
+    LoopbackPair p(with_rnr_wait(long_wait));
+    std::vector<uint8_t> src(stall_msg);
+    fill_pattern(src, 11);
+    MemoryRegion* smr = p.a->reg(src.data(), src.size());
+    const int sent = send_until_the_fin_would_stall(p, src, smr);
+    ASSERT_GT(sent, 0);
+    ASSERT_LE(sent, 256) << "more Sends than the receive queue holds";
+    p.a->qp->disconnect();
+    EXPECT_EQ(p.a->qp->state(), QpState::sqd);
+    std::this_thread::sleep_for(300ms);  // well inside the first look (1 s)
+    std::vector<uint8_t> dst(static_cast<size_t>(sent) * stall_msg);
+    MemoryRegion* dmr = p.b->reg(dst.data(), dst.size());
+    for (int i = 0; i < sent; ++i)
+        ASSERT_EQ(p.b->post_recv(dst.data() + static_cast<size_t>(i) * stall_msg, stall_msg, dmr,
+                                 static_cast<uint64_t>(i)),
+                  0);
+    const auto wc = p.b->wait(p.b->rcq, static_cast<size_t>(sent), prompt);
+    ASSERT_EQ(wc.size(), static_cast<size_t>(sent));
+    for (int i = 0; i < sent; ++i) {
+        EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+        EXPECT_EQ(wc[i].status, WcStatus::success);
+        EXPECT_EQ(wc[i].byte_len, stall_msg);
+        EXPECT_EQ(std::memcmp(dst.data() + static_cast<size_t>(i) * stall_msg, src.data(), stall_msg), 0)
+            << "message " << i;
+    }
+    // The FIN came through behind the octets: graceful both ways.
+    EXPECT_TRUE(p.b->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    EXPECT_EQ(p.a->qp->counters().fin_stall_drops.load(), 0u);
+    EXPECT_FALSE(p.b->qp->last_terminate_sent().valid);
+    EXPECT_FALSE(p.a->qp->last_terminate_received().valid);
 }
 
 // The parked receiver's own disconnect: its RQ is flushed, so the Send can
