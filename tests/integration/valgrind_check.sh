@@ -6,6 +6,9 @@
 # stack passes through iwemu code (shim, provider, emulator, this tree's
 # test programs); leaks wholly inside the distro's libraries are listed only.
 # rping_teardown.supp covers rping's own exit race (see there), nothing else.
+# A clean run whose program exits non-zero prints the program's output and
+# exits with the program's code, so that a caller can judge it (rping's exit
+# race, rping_exit_race.sh); memcheck's own failures exit 1.
 # usage: valgrind_check.sh VALGRIND IWEMU_RUN PROGRAM [ARGS...]
 set -u
 valgrind=$1 run=$2
@@ -28,7 +31,7 @@ ours=$(awk -v src="$src/" '
     inrec { rec = rec $0 "\n"; if (index($0, src) || index($0, "libiwemu")) hit = 1 }
 ' "${logs[@]}")
 summary=$(grep -h -E "ERROR SUMMARY|definitely lost:" "${logs[@]}")
-if [ $rc -ne 0 ] || [ -n "$ours" ]; then
+if [ $rc -eq 99 ] || [ -n "$ours" ]; then
     cat "$dir/out" "${logs[@]}"
     echo "----- definite leaks through iwemu code:"
     echo "$ours"
@@ -36,4 +39,9 @@ if [ $rc -ne 0 ] || [ -n "$ours" ]; then
     exit 1
 fi
 echo "$summary"
+if [ $rc -ne 0 ]; then
+    cat "$dir/out"
+    echo "memcheck clean, but $1 exited $rc: $*" >&2
+    exit $rc
+fi
 echo "memcheck clean: $*"
