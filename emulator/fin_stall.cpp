@@ -54,7 +54,6 @@ void QueuePair::fin_stall_arm_locked()
     int unsent = 0, held = 0;
     if (!send_queue_octets(fd_.load(std::memory_order_relaxed), &unsent, &held) || unsent <= 0)
         return;  // the FIN goes out behind what is in flight: nothing to watch
-    fin_stall_watch_ = true;
     fin_stall_unsent_ = unsent;
     fin_stall_next_ = std::chrono::steady_clock::now() + fin_stall_look;
     emu_.engine().schedule_timer(qp_num_, fin_stall_next_);
@@ -63,11 +62,11 @@ void QueuePair::fin_stall_arm_locked()
 // rx_lock_ + sq_lock_ held, from on_timer.
 void QueuePair::fin_stall_check_locked()
 {
-    if (!fin_stall_watch_) return;
+    if (fin_stall_unsent_ == 0) return;  // not watching
     const int fd = fd_.load(std::memory_order_relaxed);
     // The peer's FIN or RST, a Terminate, an abort or destroy ended the close.
     if (fd < 0 || destroyed_ || state_.load(std::memory_order_relaxed) != QpState::sqd) {
-        fin_stall_watch_ = false;
+        fin_stall_unsent_ = 0;
         return;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -77,7 +76,7 @@ void QueuePair::fin_stall_check_locked()
     }
     int unsent = 0, held = 0;
     if (!send_queue_octets(fd, &unsent, &held) || unsent <= 0) {
-        fin_stall_watch_ = false;  // everything, the FIN with it, has left
+        fin_stall_unsent_ = 0;  // everything, the FIN with it, has left
         return;
     }
     const bool in_flight = held > unsent;
@@ -91,7 +90,7 @@ void QueuePair::fin_stall_check_locked()
               "qp %u: disconnect: the peer's window stayed closed for %lld ms with %d octets and our FIN "
               "unsent: dropping the connection",
               qp_num_, static_cast<long long>(fin_stall_look.count()), unsent);
-    fin_stall_watch_ = false;
+    fin_stall_unsent_ = 0;
     count(counters_.fin_stall_drops);
     drop_connection_locked();
 }

@@ -114,7 +114,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             for (auto& m : rx_msn_) m = 1;
             terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
             closing_ = fin_sent_ = false;
-            fin_stall_watch_ = false;
+            fin_stall_unsent_ = 0;
             peer_fin_ = false;
             conn_event_sent_ = false;
         }
@@ -354,7 +354,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         tx_msg_ = TxMessage::none;
         terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
         closing_ = fin_sent_ = false;
-        fin_stall_watch_ = false;
+        fin_stall_unsent_ = 0;
         peer_fin_ = false;
         conn_event_sent_ = false;
         rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;

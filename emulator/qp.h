@@ -375,9 +375,8 @@ private:
     bool rtr_read_response_expected_ = false;  // initiator sent a Read RTR
     bool closing_ = false;           // disconnect() requested: FIN after the SQ drains
     bool fin_sent_ = false;
-    // sq_lock_: watching a FIN queued behind octets TCP has not sent (fin_stall.cpp).
-    bool fin_stall_watch_ = false;
-    int fin_stall_unsent_ = 0;                      // the octets still unsent at the last look
+    // sq_lock_: a FIN queued behind octets TCP has not sent (fin_stall.cpp).
+    int fin_stall_unsent_ = 0;                      // those octets at the last look; 0: not watching
     std::chrono::steady_clock::time_point fin_stall_next_{};  // the next look
     std::atomic<bool> peer_fin_{false};  // FIN read: no more receiving; close once our TX is out
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
