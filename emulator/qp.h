@@ -251,7 +251,11 @@ private:
     };
     static constexpr size_t tx_slots = 16;
     static constexpr size_t tx_iov_capacity = 1024;
-    static constexpr size_t tx_batch_bytes = 512 * 1024;
+    // A batch ends at tx_slots FPDUs or tx_batch_bytes, whichever comes first
+    // (on loopback's 64 KiB FPDUs: 16 FPDUs, about 1 MiB).  Against 512 KiB,
+    // 1-4 MiB messages gained 2-5 % when the test host ran fast and 10-20 %
+    // when it ran slowly; 2 MiB with 32 slots lost 5-10 % (docs/performance.md).
+    static constexpr size_t tx_batch_bytes = 1024 * 1024;
     static constexpr size_t tx_engine_budget = 2 * 1024 * 1024;  // per EPOLLOUT round
 
     // ---------------- receive side ----------------
