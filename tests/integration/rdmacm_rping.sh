@@ -12,8 +12,8 @@ pair_setup "$addr"
 . "$here/rping_exit_race.sh"
 server_client "$run" rping -s -a "$addr" -p "$port" -C "$count" -S "$size" -V -- \
     rping -c -a "$addr" -p "$port" -C "$count" -S "$size" -V -v
-rping_exit_race $client_rc "$dir/client.log" && { echo "note: rping client hit its own exit race (EBADF after DISCONNECTED)"; client_rc=0; }
-rping_exit_race $server_rc "$dir/server.log" && { echo "note: rping server hit its own exit race (EBADF after DISCONNECTED)"; server_rc=0; }
+client_rc=$(rping_rc client $client_rc "$dir/client.log")
+server_rc=$(rping_rc server $server_rc "$dir/server.log")
 lines=$(grep -c "^ping data:" "$dir/client.log")
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || [ "$lines" -ne "$count" ]; then
     head -c 4000 "$dir/server.log" > "$dir/s"; tail -c 4000 "$dir/client.log" > "$dir/c"
