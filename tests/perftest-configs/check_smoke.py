@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs perftest-configs/run --smoke into a fresh directory and checks its outputs:
-one JSON and one markdown file, well-formed, with the smoke set's six points each
-measured (a positive median, no threshold: figures are never pass/fail), and
-ib_write_lat compared with its floor over plain TCP.
+one JSON and one markdown file, well-formed, with the smoke set's seven points each
+measured (a positive median, no threshold: figures are never pass/fail),
+ib_write_lat compared with its floor over plain TCP and ib_send_bw with a TCP
+stream carrying the same MPA framing.
 
   check_smoke.py RUNNER IWEMU_RUN OUT_DIR
 """
@@ -36,7 +37,8 @@ if meta.get("set") != "smoke" or meta.get("reps") != 1:
     failures.append(f"meta says set={meta.get('set')} reps={meta.get('reps')}")
 expected = {("ib_send_bw", 65536, "MB/s"), ("ib_write_lat", 8, "us"),
             ("qperf:tcp_bw", 65536, "MB/s"), ("qperf:tcp_lat", 8, "us"),
-            ("floor:write_lat", 8, "us"), ("floor:spin_lat", 8, "us")}
+            ("floor:write_lat", 8, "us"), ("floor:spin_lat", 8, "us"),
+            ("floor:mpa_crc_bw", 65536, "MB/s")}
 got = {(x.get("program"), x.get("size"), x.get("unit")) for x in results}
 if got != expected:
     failures.append(f"results are {sorted(got)}, expected {sorted(expected)}")
@@ -50,6 +52,9 @@ for x in results:
         failures.append(f"{x['program']}: no ratio to TCP")
     elif x["program"] == "ib_write_lat" and not isinstance(x.get("ratio_vs_floor"), (int, float)):
         failures.append("ib_write_lat: no ratio to floor:write_lat")
+    elif x["program"] == "ib_send_bw" and (x.get("floor") != "floor:mpa_crc_bw" or
+                                           not isinstance(x.get("ratio_vs_floor"), (int, float))):
+        failures.append("ib_send_bw: no ratio to floor:mpa_crc_bw")
 
 with open(os.path.join(out, mds[0])) as f:
     md = f.read().splitlines()

@@ -1,0 +1,395 @@
+// stream_bw: the ceiling of a one-connection bandwidth stream over loopback
+// TCP, with and without MPA's framing, no iwemu.
+//
+// iwemu must frame every message into FPDUs of at most MULPDU octets
+// (RFC 5044 §4.5: the EMSS, never above 64768 since ULPDU_Length is 16
+// bits), and its receiver must validate each DDP header before it places
+// that segment's payload (RFC 5041 §7.1), so it can read across no FPDU
+// boundary straight into user memory.  UCX and libfabric send a message
+// as one piece and read it to its end.  This program is both streams with
+// nothing else on the path, so the benchmark matrix can tell what the
+// framing costs from what iwemu costs:
+//
+//   --framing mpa   untagged Send FPDUs as iwemu lays them out (20-octet
+//                   header, payload of MULPDU - 18 octets from the
+//                   connection's TCP_MAXSEG, PAD, CRC field), `--batch`
+//                   FPDUs per blocking sendmsg() (iwemu's TX batch: 16);
+//                   the receiver spins on non-blocking reads and reads
+//                   each payload straight into its target with a 512-octet
+//                   staging tail for the trailer and the next header,
+//                   checking every header (iwemu's receive pattern).
+//                   `--crc` computes and checks CRC-32C as MPA does.
+//   --framing none  one sendmsg() per message; the receiver spins on
+//                   non-blocking reads up to the message's end.
+//
+// Two more options take the framing's cost apart (measurements, not
+// receivers an RNIC could use): `--read-max N` caps every read at N octets
+// (the unframed stream read like FPDUs), and `--rx opaque` reads the MPA
+// stream to each message's end as unparsed octets (the framed sender alone).
+//
+//   stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] [--batch N]
+//             [--read-max N] [--rx opaque] [HOST]
+//
+// without HOST it is the server (receives), with HOST the client (sends).
+// Both ends need the same options.  The receiver times the messages after
+// the first tenth (warm-up) and reports the time to the client, which
+// prints "stream_bw FRAMING SIZE ITERS MB/s" (10^6 octets per second).
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "emulator/wire/crc32c.h"
+#include "emulator/wire/ddp_header.h"
+#include "emulator/wire/fpdu.h"
+#include "emulator/wire/rdmap_opcode.h"
+
+namespace {
+
+namespace wire = iwemu::wire;
+
+struct Options {
+  std::string host;  // empty: server (the receiver)
+  std::string port = "18516";
+  size_t size = 1 << 20;
+  unsigned iters = 1000;
+  bool mpa = true;
+  bool crc = false;
+  unsigned batch = 16;
+  size_t read_max = SIZE_MAX;
+  bool rx_opaque = false;
+};
+
+constexpr size_t fpdu_header_size = wire::mpa_ulpdu_length_size + wire::ddp_untagged_header_size;
+constexpr size_t staging_tail = 512;  // iwemu's rx_lookahead
+
+size_t g_read_max = SIZE_MAX;
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "stream_bw: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+[[noreturn]] void fail(const char* what, unsigned long long detail) {
+  std::fprintf(stderr, "stream_bw: %s %llu\n", what, detail);
+  std::exit(1);
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "usage: stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] "
+               "[--batch N] [HOST]\n");
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (a == "-p") {
+      o.port = value();
+    } else if (a == "-s") {
+      o.size = std::strtoul(value(), nullptr, 10);
+    } else if (a == "-n") {
+      o.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    } else if (a == "--framing") {
+      std::string f = value();
+      if (f != "mpa" && f != "none") usage();
+      o.mpa = f == "mpa";
+    } else if (a == "--crc") {
+      o.crc = true;
+    } else if (a == "--batch") {
+      o.batch = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    } else if (a == "--read-max") {
+      o.read_max = std::strtoul(value(), nullptr, 10);
+    } else if (a == "--rx") {
+      if (std::string(value()) != "opaque") usage();
+      o.rx_opaque = true;
+    } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
+      o.host = a;
+    } else {
+      usage();
+    }
+  }
+  // MO and the message length are 32-bit on the wire.
+  if (o.size == 0 || o.size > (64u << 20) || o.iters < 2 || o.batch == 0 || o.batch > 64) usage();
+  if ((o.crc || o.rx_opaque) && !o.mpa) usage();
+  if (o.read_max < staging_tail) usage();
+  return o;
+}
+
+int connect_or_accept(const Options& o) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = o.host.empty() ? AI_PASSIVE : 0;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), o.port.c_str(), &hints,
+                           &res)) {
+    std::fprintf(stderr, "stream_bw: %s\n", gai_strerror(rc));
+    std::exit(1);
+  }
+  int fd = socket(res->ai_family, SOCK_STREAM, 0);
+  if (fd < 0) die("socket");
+  if (o.host.empty()) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 1)) die("listen");
+    int conn = accept(fd, nullptr, nullptr);
+    if (conn < 0) die("accept");
+    close(fd);
+    fd = conn;
+  } else {
+    // The server may still be starting: retry for up to 10 s.
+    int tries = 0;
+    while (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+      if (++tries > 1000) die("connect");
+      usleep(10000);
+    }
+  }
+  freeaddrinfo(res);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // as iwemu (MPA-011)
+  return fd;
+}
+
+// Blocking sendmsg() of the whole iovec list (which it may advance).
+void send_iov(int fd, iovec* iov, size_t cnt) {
+  while (cnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = cnt;
+    ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) die("sendmsg");
+    auto left = static_cast<size_t>(k);
+    while (cnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --cnt;
+    }
+    if (cnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+}
+
+// Non-blocking read retried until it returns data: the polling receiver.
+size_t spin_recvmsg(int fd, iovec* iov, size_t cnt) {
+  if (iov[0].iov_len > g_read_max) {  // --read-max: the first piece only, no tail
+    iov[0].iov_len = g_read_max;
+    cnt = 1;
+  }
+  for (;;) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = cnt;
+    ssize_t k = recvmsg(fd, &msg, MSG_DONTWAIT);
+    if (k > 0) return static_cast<size_t>(k);
+    if (k == 0) fail("peer closed early", 0);
+    if (errno != EAGAIN && errno != EINTR) die("recvmsg");
+  }
+}
+
+uint32_t payload_per_fpdu(int fd) {
+  int mss = 0;
+  socklen_t len = sizeof mss;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss <= 0) die("TCP_MAXSEG");
+  return wire::mpa_mulpdu(static_cast<uint32_t>(mss), false) - wire::ddp_untagged_header_size;
+}
+
+// ---------------------------------------------------------------- sender
+
+void send_unframed(int fd, const Options& o, const std::vector<uint8_t>& buf) {
+  for (unsigned m = 0; m < o.iters; ++m) {
+    iovec iov{const_cast<uint8_t*>(buf.data()), buf.size()};
+    send_iov(fd, &iov, 1);
+  }
+}
+
+// Untagged Send FPDUs (RFC 5041 §4.3, RFC 5040 §4.1), QN 0, MSN from 1.
+void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
+  const uint32_t per_fpdu = payload_per_fpdu(fd);
+  const wire::FpduFraming framing{o.crc, false};
+  std::vector<wire::FpduGather> gathers(o.batch);
+  std::vector<iovec> iov(o.batch * wire::FpduGather::max_iov(1));
+  size_t in_batch = 0, iov_cnt = 0;
+  uint32_t stream_offset = 0;
+  for (uint32_t msn = 1; msn <= o.iters; ++msn) {
+    for (size_t mo = 0; mo < buf.size();) {
+      const size_t len = std::min<size_t>(per_fpdu, buf.size() - mo);
+      wire::DdpHeader h;
+      h.control = {false, mo + len == buf.size(), 0, wire::ddp_version};
+      h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::send);
+      h.qn = 0;
+      h.msn = msn;
+      h.mo = static_cast<uint32_t>(mo);
+      uint8_t hdr[wire::ddp_untagged_header_size];
+      wire::encode_ddp_header(h, hdr);
+      const std::span<const uint8_t> slice(buf.data() + mo, len);
+      wire::FpduGather& g = gathers[in_batch];
+      if (g.build(hdr, {&slice, 1}, stream_offset, framing, {iov.data() + iov_cnt, iov.size() - iov_cnt}) !=
+          wire::FpduGather::Status::ok)
+        fail("FPDU layout", mo);
+      stream_offset = g.next_stream_offset();
+      iov_cnt += g.iov_count();
+      mo += len;
+      if (++in_batch == o.batch) {
+        send_iov(fd, iov.data(), iov_cnt);
+        in_batch = iov_cnt = 0;
+      }
+    }
+  }
+  if (iov_cnt > 0) send_iov(fd, iov.data(), iov_cnt);
+}
+
+// ---------------------------------------------------------------- receiver
+
+// On-wire octets of one message framed by send_mpa().
+size_t mpa_message_wire_length(size_t size, uint32_t per_fpdu) {
+  size_t n = 0;
+  for (size_t mo = 0; mo < size; mo += per_fpdu)
+    n += wire::mpa_fpdu_wire_length(wire::ddp_untagged_header_size + std::min<size_t>(per_fpdu, size - mo), false);
+  return n;
+}
+
+void receive_unframed(int fd, std::vector<uint8_t>& target) {
+  for (size_t got = 0; got < target.size();) {
+    iovec iov{target.data() + got, target.size() - got};
+    got += spin_recvmsg(fd, &iov, 1);
+  }
+}
+
+// Reads one message of Send FPDUs into `target`, checking each header (and
+// CRC) before its payload is placed.  `staging` holds octets read ahead:
+// [pos, end).
+struct MpaReceiver {
+  int fd;
+  bool crc;
+  uint32_t msn = 1;
+  std::vector<uint8_t> staging = std::vector<uint8_t>(4096);
+  size_t pos = 0, end = 0;
+
+  void fill_staging(size_t need) {
+    if (end - pos >= need) return;
+    std::memmove(staging.data(), staging.data() + pos, end - pos);
+    end -= pos;
+    pos = 0;
+    while (end < need) {
+      iovec iov{staging.data() + end, staging_tail};
+      end += spin_recvmsg(fd, &iov, 1);
+    }
+  }
+
+  void receive(std::vector<uint8_t>& target) {
+    for (bool last = false; !last;) {
+      fill_staging(fpdu_header_size);
+      const uint8_t* f = staging.data() + pos;
+      const size_t ulpdu_length = size_t{f[0]} << 8 | f[1];
+      const auto h = wire::decode_ddp_header({f + wire::mpa_ulpdu_length_size, wire::ddp_untagged_header_size});
+      if (!h || h->control.tagged || h->control.dv != wire::ddp_version || h->qn != 0 || h->msn != msn ||
+          ulpdu_length < wire::ddp_untagged_header_size || ulpdu_length > wire::mpa_mulpdu_max)
+        fail("unexpected FPDU header at MSN", msn);
+      const size_t plen = ulpdu_length - wire::ddp_untagged_header_size;
+      if (h->mo > target.size() || plen > target.size() - h->mo) fail("segment beyond the message, MO", h->mo);
+      wire::Crc32c crc;
+      if (this->crc) crc.update(f, fpdu_header_size);
+      pos += fpdu_header_size;
+      uint8_t* dst = target.data() + h->mo;
+      // Payload octets that came with the header are copied; the rest is read
+      // straight into the target with the staging tail behind it.
+      size_t placed = std::min(plen, end - pos);
+      std::memcpy(dst, staging.data() + pos, placed);
+      pos += placed;
+      while (placed < plen) {
+        iovec iov[2] = {{dst + placed, plen - placed}, {staging.data(), staging_tail}};
+        const size_t k = spin_recvmsg(fd, iov, 2);
+        const size_t into_target = std::min(k, plen - placed);
+        placed += into_target;
+        pos = 0;
+        end = k - into_target;
+      }
+      const size_t pad = wire::mpa_pad_length(ulpdu_length);
+      fill_staging(pad + wire::mpa_crc_size);
+      if (this->crc) {
+        crc.update(dst, plen);
+        crc.update(staging.data() + pos, pad);
+        if (crc.value() != wire::load_crc_field(staging.data() + pos + pad)) fail("CRC error at MSN", msn);
+      }
+      pos += pad + wire::mpa_crc_size;
+      last = h->control.last;
+      if (last && h->mo + plen != target.size()) fail("message of the wrong length, MSN", msn);
+    }
+    ++msn;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  const int fd = connect_or_accept(o);
+  std::vector<uint8_t> buf(o.size);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);
+
+  if (!o.host.empty()) {
+    if (o.mpa)
+      send_mpa(fd, o, buf);
+    else
+      send_unframed(fd, o, buf);
+    int64_t ns = 0;
+    iovec iov{&ns, sizeof ns};
+    for (size_t got = 0; got < sizeof ns;) {
+      ssize_t k = readv(fd, &iov, 1);
+      if (k <= 0) fail("no result from the receiver, messages sent:", o.iters);
+      got += static_cast<size_t>(k);
+      iov.iov_base = reinterpret_cast<char*>(&ns) + got;
+      iov.iov_len = sizeof ns - got;
+    }
+    const unsigned timed = o.iters - std::max(1u, o.iters / 10);
+    std::printf("stream_bw %s%s%s%s %zu %u %.1f\n", o.mpa ? "mpa" : "none", o.crc ? "+crc" : "",
+                o.rx_opaque ? "+opaque" : "", o.read_max != SIZE_MAX ? "+read-max" : "", o.size, o.iters, ns > 0 ? static_cast<double>(timed) * static_cast<double>(o.size) * 1e3 / static_cast<double>(ns) : 0.0);
+  } else {
+    g_read_max = o.read_max;
+    std::vector<uint8_t> target(o.size);
+    MpaReceiver mpa{fd, o.crc};
+    std::vector<uint8_t> opaque(o.rx_opaque ? mpa_message_wire_length(o.size, payload_per_fpdu(fd)) : 0);
+    const unsigned warm = std::max(1u, o.iters / 10);
+    std::chrono::steady_clock::time_point start;
+    for (unsigned m = 1; m <= o.iters; ++m) {
+      if (o.rx_opaque)
+        receive_unframed(fd, opaque);
+      else if (o.mpa)
+        mpa.receive(target);
+      else
+        receive_unframed(fd, target);
+      if (m == warm) start = std::chrono::steady_clock::now();
+    }
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start).count();
+    if (!o.rx_opaque && target != buf) fail("last message differs from what was sent", 0);
+    if (send(fd, &ns, sizeof ns, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ns)) die("send");
+  }
+  close(fd);
+  return 0;
+}
