@@ -19,9 +19,6 @@
 // The client prints "spin_wait_lat SIZE ITERS typical_us" (half the median
 // round trip, perftest's t_typical).
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -38,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/bench/tcp_pair.h"
+
 namespace {
 
 struct Options {
@@ -50,10 +49,7 @@ struct Options {
   enum class Wait { spin_on_memory, blocking_recv, busy_recv } wait = Wait::spin_on_memory;
 };
 
-[[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "spin_wait_lat: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
+[[noreturn]] void die(const char* what) { tcp_pair::die("spin_wait_lat", what); }
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
@@ -89,40 +85,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int connect_or_accept(const Options& o) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = o.host.empty() ? AI_PASSIVE : 0;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), o.port.c_str(), &hints,
-                           &res)) {
-    std::fprintf(stderr, "spin_wait_lat: %s\n", gai_strerror(rc));
-    std::exit(1);
-  }
-  int fd = socket(res->ai_family, SOCK_STREAM, 0);
-  if (fd < 0) die("socket");
-  if (o.host.empty()) {
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 1)) die("listen");
-    int conn = accept(fd, nullptr, nullptr);
-    if (conn < 0) die("accept");
-    close(fd);
-    fd = conn;
-  } else {
-    // The server may still be starting: retry for up to 10 s.
-    int tries = 0;
-    while (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-      if (++tries > 1000) die("connect");
-      usleep(10000);
-    }
-  }
-  freeaddrinfo(res);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
+int connect_or_accept(const Options& o) { return tcp_pair::connect_or_accept("spin_wait_lat", o.host, o.port); }
 
 void send_all(int fd, const char* p, size_t n) {
   while (n > 0) {

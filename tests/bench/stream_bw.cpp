@@ -35,9 +35,6 @@
 // the first tenth (warm-up) and reports the time to the client, which
 // prints "stream_bw FRAMING SIZE ITERS MB/s" (10^6 octets per second).
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -58,6 +55,7 @@
 #include "emulator/wire/ddp_header.h"
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/rdmap_opcode.h"
+#include "tests/bench/tcp_pair.h"
 
 namespace {
 
@@ -80,10 +78,7 @@ constexpr size_t staging_tail = 512;  // iwemu's rx_lookahead
 
 size_t g_read_max = SIZE_MAX;
 
-[[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "stream_bw: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
+[[noreturn]] void die(const char* what) { tcp_pair::die("stream_bw", what); }
 
 [[noreturn]] void fail(const char* what, unsigned long long detail) {
   std::fprintf(stderr, "stream_bw: %s %llu\n", what, detail);
@@ -137,40 +132,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int connect_or_accept(const Options& o) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = o.host.empty() ? AI_PASSIVE : 0;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), o.port.c_str(), &hints,
-                           &res)) {
-    std::fprintf(stderr, "stream_bw: %s\n", gai_strerror(rc));
-    std::exit(1);
-  }
-  int fd = socket(res->ai_family, SOCK_STREAM, 0);
-  if (fd < 0) die("socket");
-  if (o.host.empty()) {
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 1)) die("listen");
-    int conn = accept(fd, nullptr, nullptr);
-    if (conn < 0) die("accept");
-    close(fd);
-    fd = conn;
-  } else {
-    // The server may still be starting: retry for up to 10 s.
-    int tries = 0;
-    while (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-      if (++tries > 1000) die("connect");
-      usleep(10000);
-    }
-  }
-  freeaddrinfo(res);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // as iwemu (MPA-011)
-  return fd;
-}
+int connect_or_accept(const Options& o) { return tcp_pair::connect_or_accept("stream_bw", o.host, o.port); }
 
 // Blocking sendmsg() of the whole iovec list (which it may advance).
 void send_iov(int fd, iovec* iov, size_t cnt) {

@@ -1,0 +1,62 @@
+// The one TCP connection of the plain-TCP baselines (spin_wait_lat,
+// stream_bw): the server accepts one peer, the client connects, retrying
+// while the server starts.  Errors end the program with the program's name.
+#pragma once
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace tcp_pair {
+
+[[noreturn]] inline void die(const char* prog, const char* what)
+{
+    std::fprintf(stderr, "%s: %s: %s\n", prog, what, std::strerror(errno));
+    std::exit(1);
+}
+
+// Empty host: listen on port and accept one connection; else connect to it
+// (for up to 10 s).  TCP_NODELAY is set, as iwemu sets it (MPA-011).
+inline int connect_or_accept(const char* prog, const std::string& host, const std::string& port)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = host.empty() ? AI_PASSIVE : 0;
+    addrinfo* res = nullptr;
+    if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res)) {
+        std::fprintf(stderr, "%s: %s\n", prog, gai_strerror(rc));
+        std::exit(1);
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM, 0);
+    if (fd < 0) die(prog, "socket");
+    if (host.empty()) {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 1)) die(prog, "listen");
+        int conn = accept(fd, nullptr, nullptr);
+        if (conn < 0) die(prog, "accept");
+        close(fd);
+        fd = conn;
+    } else {
+        int tries = 0;
+        while (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+            if (++tries > 1000) die(prog, "connect");
+            usleep(10000);
+        }
+    }
+    freeaddrinfo(res);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+}  // namespace tcp_pair
