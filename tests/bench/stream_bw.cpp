@@ -22,13 +22,17 @@
 //   --framing none  one sendmsg() per message; the receiver spins on
 //                   non-blocking reads up to the message's end.
 //
-// Two more options take the framing's cost apart (measurements, not
-// receivers an RNIC could use): `--read-max N` caps every read at N octets
-// (the unframed stream read like FPDUs), and `--rx opaque` reads the MPA
-// stream to each message's end as unparsed octets (the framed sender alone).
+// More options take the framing's cost apart (measurements, not all of
+// them receivers an RNIC could use): `--read-max N` caps every read at N
+// octets (the unframed stream read like FPDUs); `--rx opaque` reads the MPA
+// stream to each message's end without parsing it (the framed sender
+// alone); `--tail N` makes the staging tail N octets (a look-ahead whose
+// payload octets are then copied into place); `--rx peek` peeks at the
+// next headers first (SO_PEEK_OFF, Linux 6.9 or later) and then reads
+// several FPDUs' payloads straight into place in one call.
 //
 //   stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] [--batch N]
-//             [--read-max N] [--rx opaque] [HOST]
+//             [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [HOST]
 //
 // without HOST it is the server (receives), with HOST the client (sends).
 // Both ends need the same options.  The receiver times the messages after
@@ -61,6 +65,9 @@ namespace {
 
 namespace wire = iwemu::wire;
 
+constexpr size_t fpdu_header_size = wire::mpa_ulpdu_length_size + wire::ddp_untagged_header_size;
+constexpr size_t default_tail = 512;  // iwemu's rx_lookahead
+
 struct Options {
   std::string host;  // empty: server (the receiver)
   std::string port = "18516";
@@ -70,11 +77,10 @@ struct Options {
   bool crc = false;
   unsigned batch = 16;
   size_t read_max = SIZE_MAX;
-  bool rx_opaque = false;
+  size_t tail = default_tail;
+  enum class Rx { fpdu, opaque, peek } rx = Rx::fpdu;
 };
 
-constexpr size_t fpdu_header_size = wire::mpa_ulpdu_length_size + wire::ddp_untagged_header_size;
-constexpr size_t staging_tail = 512;  // iwemu's rx_lookahead
 
 size_t g_read_max = SIZE_MAX;
 
@@ -88,7 +94,7 @@ size_t g_read_max = SIZE_MAX;
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] "
-               "[--batch N] [HOST]\n");
+               "[--batch N] [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [HOST]\n");
   std::exit(2);
 }
 
@@ -116,9 +122,18 @@ Options parse(int argc, char** argv) {
       o.batch = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
     } else if (a == "--read-max") {
       o.read_max = std::strtoul(value(), nullptr, 10);
+    } else if (a == "--tail") {
+      o.tail = std::strtoul(value(), nullptr, 10);
     } else if (a == "--rx") {
-      if (std::string(value()) != "opaque") usage();
-      o.rx_opaque = true;
+      std::string rx = value();
+      if (rx == "fpdu")
+        o.rx = Options::Rx::fpdu;
+      else if (rx == "opaque")
+        o.rx = Options::Rx::opaque;
+      else if (rx == "peek")
+        o.rx = Options::Rx::peek;
+      else
+        usage();
     } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
       o.host = a;
     } else {
@@ -127,8 +142,9 @@ Options parse(int argc, char** argv) {
   }
   // MO and the message length are 32-bit on the wire.
   if (o.size == 0 || o.size > (64u << 20) || o.iters < 2 || o.batch == 0 || o.batch > 64) usage();
-  if ((o.crc || o.rx_opaque) && !o.mpa) usage();
-  if (o.read_max < staging_tail) usage();
+  if ((o.crc || o.rx != Options::Rx::fpdu) && !o.mpa) usage();
+  if (o.crc && o.rx == Options::Rx::peek) usage();
+  if (o.tail < fpdu_header_size + 8 || o.tail > (1u << 20) || o.read_max < o.tail) usage();
   return o;
 }
 
@@ -244,13 +260,22 @@ void receive_unframed(int fd, std::vector<uint8_t>& target) {
 
 // Reads one message of Send FPDUs into `target`, checking each header (and
 // CRC) before its payload is placed.  `staging` holds octets read ahead:
-// [pos, end).
+// [pos, end).  With `peek` (Linux >= 6.9: SO_PEEK_OFF on TCP), the headers
+// behind the current payload are peeked at and checked first, so one read
+// places several payloads straight into the target.
 struct MpaReceiver {
   int fd;
   bool crc;
+  size_t tail;
+  bool peek;
   uint32_t msn = 1;
-  std::vector<uint8_t> staging = std::vector<uint8_t>(4096);
+  std::vector<uint8_t> staging = std::vector<uint8_t>(4096 + 2 * tail);
   size_t pos = 0, end = 0;
+
+  struct Segment {
+    size_t plen = 0, pad = 0, mo = 0;
+    bool last = false;
+  };
 
   void fill_staging(size_t need) {
     if (end - pos >= need) return;
@@ -258,49 +283,92 @@ struct MpaReceiver {
     end -= pos;
     pos = 0;
     while (end < need) {
-      iovec iov{staging.data() + end, staging_tail};
+      iovec iov{staging.data() + end, tail};
       end += spin_recvmsg(fd, &iov, 1);
     }
+  }
+
+  // RFC 5041 §4.3 header of an untagged Send FPDU of this message.
+  Segment check_header(const uint8_t* f, size_t message_size) const {
+    const size_t ulpdu_length = size_t{f[0]} << 8 | f[1];
+    const auto h = wire::decode_ddp_header({f + wire::mpa_ulpdu_length_size, wire::ddp_untagged_header_size});
+    if (!h || h->control.tagged || h->control.dv != wire::ddp_version || h->qn != 0 || h->msn != msn ||
+        ulpdu_length < wire::ddp_untagged_header_size || ulpdu_length > wire::mpa_mulpdu_max)
+      fail("unexpected FPDU header at MSN", msn);
+    const size_t plen = ulpdu_length - wire::ddp_untagged_header_size;
+    if (h->mo > message_size || plen > message_size - h->mo) fail("segment beyond the message, MO", h->mo);
+    return {plen, wire::mpa_pad_length(ulpdu_length), h->mo, h->control.last};
+  }
+
+  // Peeks at the headers behind the current segment's payload (its octets
+  // from `placed` on unread) while they have arrived, and reads them with
+  // their payloads in one call.  Leaves `seg` and `placed` at the segment the
+  // read ended in; false if no header could be peeked.
+  bool read_ahead(std::vector<uint8_t>& target, Segment& seg, size_t& placed) {
+    constexpr int max_ahead = 16;
+    uint8_t trailers[max_ahead][3 + wire::mpa_crc_size + fpdu_header_size];
+    iovec iov[1 + 2 * max_ahead];
+    iov[0] = {target.data() + seg.mo + placed, seg.plen - placed};
+    size_t cnt = 1, offset = seg.plen - placed, header_end = 0;
+    Segment cur = seg;
+    int ahead = 0;
+    while (!cur.last && ahead < max_ahead) {
+      const int at = static_cast<int>(offset + cur.pad + wire::mpa_crc_size);
+      uint8_t f[fpdu_header_size];
+      if (setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &at, sizeof at) != 0) die("SO_PEEK_OFF");
+      if (recv(fd, f, sizeof f, MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof f)) break;
+      const Segment next = check_header(f, target.size());
+      if (next.mo != cur.mo + cur.plen) fail("segment out of order, MO", next.mo);
+      iov[cnt++] = {trailers[ahead], cur.pad + wire::mpa_crc_size + fpdu_header_size};
+      iov[cnt++] = {target.data() + next.mo, next.plen};
+      header_end = static_cast<size_t>(at) + fpdu_header_size;
+      offset = header_end + next.plen;
+      cur = next;
+      ++ahead;
+    }
+    if (ahead == 0) return false;
+    // Everything up to the last peeked header is in the socket, so the read
+    // returns at least that much; only the last payload may be partial.
+    const size_t k = spin_recvmsg(fd, iov, cnt);
+    if (k < header_end) fail("short read after a peek", k);
+    seg = cur;
+    placed = std::min(k - header_end, seg.plen);
+    return true;
   }
 
   void receive(std::vector<uint8_t>& target) {
     for (bool last = false; !last;) {
       fill_staging(fpdu_header_size);
       const uint8_t* f = staging.data() + pos;
-      const size_t ulpdu_length = size_t{f[0]} << 8 | f[1];
-      const auto h = wire::decode_ddp_header({f + wire::mpa_ulpdu_length_size, wire::ddp_untagged_header_size});
-      if (!h || h->control.tagged || h->control.dv != wire::ddp_version || h->qn != 0 || h->msn != msn ||
-          ulpdu_length < wire::ddp_untagged_header_size || ulpdu_length > wire::mpa_mulpdu_max)
-        fail("unexpected FPDU header at MSN", msn);
-      const size_t plen = ulpdu_length - wire::ddp_untagged_header_size;
-      if (h->mo > target.size() || plen > target.size() - h->mo) fail("segment beyond the message, MO", h->mo);
+      Segment seg = check_header(f, target.size());
       wire::Crc32c crc;
       if (this->crc) crc.update(f, fpdu_header_size);
       pos += fpdu_header_size;
-      uint8_t* dst = target.data() + h->mo;
       // Payload octets that came with the header are copied; the rest is read
       // straight into the target with the staging tail behind it.
-      size_t placed = std::min(plen, end - pos);
-      std::memcpy(dst, staging.data() + pos, placed);
+      size_t placed = std::min(seg.plen, end - pos);
+      std::memcpy(target.data() + seg.mo, staging.data() + pos, placed);
       pos += placed;
-      while (placed < plen) {
-        iovec iov[2] = {{dst + placed, plen - placed}, {staging.data(), staging_tail}};
+      while (peek && placed < seg.plen && read_ahead(target, seg, placed)) {
+      }
+      uint8_t* dst = target.data() + seg.mo;
+      while (placed < seg.plen) {
+        iovec iov[2] = {{dst + placed, seg.plen - placed}, {staging.data(), tail}};
         const size_t k = spin_recvmsg(fd, iov, 2);
-        const size_t into_target = std::min(k, plen - placed);
+        const size_t into_target = std::min(k, seg.plen - placed);
         placed += into_target;
         pos = 0;
         end = k - into_target;
       }
-      const size_t pad = wire::mpa_pad_length(ulpdu_length);
-      fill_staging(pad + wire::mpa_crc_size);
+      fill_staging(seg.pad + wire::mpa_crc_size);
       if (this->crc) {
-        crc.update(dst, plen);
-        crc.update(staging.data() + pos, pad);
-        if (crc.value() != wire::load_crc_field(staging.data() + pos + pad)) fail("CRC error at MSN", msn);
+        crc.update(dst, seg.plen);
+        crc.update(staging.data() + pos, seg.pad);
+        if (crc.value() != wire::load_crc_field(staging.data() + pos + seg.pad)) fail("CRC error at MSN", msn);
       }
-      pos += pad + wire::mpa_crc_size;
-      last = h->control.last;
-      if (last && h->mo + plen != target.size()) fail("message of the wrong length, MSN", msn);
+      pos += seg.pad + wire::mpa_crc_size;
+      last = seg.last;
+      if (last && seg.mo + seg.plen != target.size()) fail("message of the wrong length, MSN", msn);
     }
     ++msn;
   }
@@ -329,17 +397,21 @@ int main(int argc, char** argv) {
       iov.iov_len = sizeof ns - got;
     }
     const unsigned timed = o.iters - std::max(1u, o.iters / 10);
-    std::printf("stream_bw %s%s%s%s %zu %u %.1f\n", o.mpa ? "mpa" : "none", o.crc ? "+crc" : "",
-                o.rx_opaque ? "+opaque" : "", o.read_max != SIZE_MAX ? "+read-max" : "", o.size, o.iters, ns > 0 ? static_cast<double>(timed) * static_cast<double>(o.size) * 1e3 / static_cast<double>(ns) : 0.0);
+    const char* rx = o.rx == Options::Rx::opaque ? "+opaque" : o.rx == Options::Rx::peek ? "+peek" : "";
+    std::printf("stream_bw %s%s%s%s%s %zu %u %.1f\n", o.mpa ? "mpa" : "none", o.crc ? "+crc" : "", rx,
+                o.read_max != SIZE_MAX ? "+read-max" : "", o.tail != default_tail ? "+tail" : "", o.size, o.iters, ns > 0 ? static_cast<double>(timed) * static_cast<double>(o.size) * 1e3 / static_cast<double>(ns) : 0.0);
   } else {
     g_read_max = o.read_max;
     std::vector<uint8_t> target(o.size);
-    MpaReceiver mpa{fd, o.crc};
-    std::vector<uint8_t> opaque(o.rx_opaque ? mpa_message_wire_length(o.size, payload_per_fpdu(fd)) : 0);
+    MpaReceiver mpa{fd, o.crc, o.tail, o.rx == Options::Rx::peek};
+    int zero = 0;
+    if (o.rx == Options::Rx::peek && setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof zero) != 0)
+      die("SO_PEEK_OFF on TCP (Linux 6.9 or later)");
+    std::vector<uint8_t> opaque(o.rx == Options::Rx::opaque ? mpa_message_wire_length(o.size, payload_per_fpdu(fd)) : 0);
     const unsigned warm = std::max(1u, o.iters / 10);
     std::chrono::steady_clock::time_point start;
     for (unsigned m = 1; m <= o.iters; ++m) {
-      if (o.rx_opaque)
+      if (o.rx == Options::Rx::opaque)
         receive_unframed(fd, opaque);
       else if (o.mpa)
         mpa.receive(target);
@@ -349,7 +421,7 @@ int main(int argc, char** argv) {
     }
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - start).count();
-    if (!o.rx_opaque && target != buf) fail("last message differs from what was sent", 0);
+    if (o.rx != Options::Rx::opaque && target != buf) fail("last message differs from what was sent", 0);
     if (send(fd, &ns, sizeof ns, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ns)) die("send");
   }
   close(fd);

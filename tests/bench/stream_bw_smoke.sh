@@ -23,7 +23,7 @@ pair() {  # pair "SERVER OPTS" "CLIENT OPTS": prints the client's output, return
 check() {  # check NAME OPTS...: both ends with the same options
     local name=$1; shift
     local out
-    if out=$(pair "$*" "$*") && grep -Eq "^stream_bw ${name/+/\\+} [0-9]+ [0-9]+ [0-9.]+$" <<<"$out" \
+    if out=$(pair "$*" "$*") && grep -Eq "^stream_bw ${name//+/\\+} [0-9]+ [0-9]+ [0-9.]+$" <<<"$out" \
         && ! grep -Eq " 0\.0$" <<<"$out"; then
         echo "ok   $* -> $out"
     else
@@ -36,6 +36,19 @@ check mpa      -s 1048576 -n 40
 check mpa+crc  -s 1048576 -n 40 --crc
 check mpa+crc  -s 100003 -n 50 --crc --batch 3     # PAD octets, short last FPDU
 check mpa+crc  -s 7 -n 200 --crc                   # payload arrives with its header
+check mpa+crc+tail -s 1048576 -n 40 --crc --tail 65536   # look-ahead: payload copied out of staging
+check mpa+opaque   -s 1048576 -n 40 --rx opaque
+check none+read-max -s 1048576 -n 40 --framing none --read-max 65536
+
+# Peeking at the next headers needs SO_PEEK_OFF on TCP (Linux 6.9).
+if out=$(pair "-s 100003 -n 100 --rx peek --batch 3" "-s 100003 -n 100 --rx peek --batch 3"); then
+    check mpa+peek -s 1048576 -n 40 --rx peek
+    check mpa+peek -s 100003 -n 100 --rx peek --batch 3
+elif grep -q "SO_PEEK_OFF on TCP" <<<"$out"; then
+    echo "note: this kernel ($(uname -r)) has no SO_PEEK_OFF for TCP; --rx peek not run"
+else
+    echo "FAIL --rx peek -> $out"; fails=$((fails + 1))
+fi
 
 # The receiver checks the CRC field; a sender with the digest off sends 0.
 out=$(pair "-s 65536 -n 20 --crc" "-s 65536 -n 20")
