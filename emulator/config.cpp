@@ -72,6 +72,7 @@ constexpr Key keys[] = {
     {"poll_progress", "IWEMU_POLL_PROGRESS"},
     {"poll_owns_rx", "IWEMU_POLL_OWNS_RX"},
     {"event_waiter_receives", "IWEMU_EVENT_WAITER_RECEIVES"},
+    {"rx_lookahead", "IWEMU_RX_LOOKAHEAD"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -104,6 +105,10 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "poll_progress") ok = parse_bool(value, &rx_progress_on_poll);
     else if (key == "poll_owns_rx") ok = parse_bool(value, &poll_owns_rx);
     else if (key == "event_waiter_receives") ok = parse_bool(value, &event_waiter_receives);
+    else if (key == "rx_lookahead") {
+        if (value == "auto") rx_lookahead = 0;
+        else ok = parse_u32(value, 512, 65536, &rx_lookahead);  // ≤ the staging buffer
+    }
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

@@ -46,6 +46,11 @@ struct Config {
     bool rx_progress_on_poll = true; // IWEMU_POLL_PROGRESS: poll_cq also runs the receive path
     bool poll_owns_rx = true;        // IWEMU_POLL_OWNS_RX: a busy-polling thread takes EPOLLIN from the engine
     bool event_waiter_receives = true;  // IWEMU_EVENT_WAITER_RECEIVES: a thread blocked for a CQ event reads the sockets itself
+    // IWEMU_RX_LOOKAHEAD: octets a payload read takes beyond its FPDU into
+    // the staging buffer (512..65536), or auto (0): 65536 when the peer is on
+    // this host, else 512.  Larger reads cross FPDU boundaries at the price
+    // of copying the payload they catch (docs/configuration.md).
+    uint32_t rx_lookahead = 0;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

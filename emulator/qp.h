@@ -147,6 +147,7 @@ public:
 
     // ---- diagnostics -------------------------------------------------------
     const QpCounters& counters() const { return counters_; }
+    size_t rx_lookahead() const { return rx_lookahead_; }  // resolved at attach_connection
     TerminateRecord last_terminate_sent() const;
     TerminateRecord last_terminate_received() const;
     uint32_t mulpdu() const { return mulpdu_; }
@@ -262,7 +263,6 @@ private:
     enum class RxTarget : uint8_t { none, discard, user, control };
     static constexpr size_t rx_staging_size = 64 * 1024;
     static constexpr size_t rx_control_max = 128;
-    static constexpr size_t rx_lookahead = 512;  // staging tail of a direct readv
     static constexpr uint32_t rx_copy_max = 8192;  // larger segments: header read, then payload readv'd in place
     static constexpr int rx_read_budget = 64;     // socket reads per progress call  // RDMAP header octets we keep (Read Request, Terminate, ...)
 
@@ -275,6 +275,7 @@ private:
     bool tx_build_read_response_segment_locked();
     void tx_follow_emss_locked(uint64_t message_length);
     static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
+    static size_t rx_lookahead_for(uint32_t configured, int fd);          // Config::rx_lookahead, auto resolved
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
     bool tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
                             TxSlot::Action action, uint64_t sq_index);
@@ -442,6 +443,7 @@ private:
     std::vector<uint8_t, DefaultInitAllocator<uint8_t>> rx_staging_;  // pages become resident as reads fill them
     size_t rx_pos_ = 0, rx_end_ = 0;
     size_t rx_read_hint_ = 8192;
+    size_t rx_lookahead_ = 512;        // staging tail of a direct readv (Config::rx_lookahead)
     uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing
     uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN

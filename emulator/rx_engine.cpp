@@ -4,10 +4,12 @@
 // Placement never stages payload when it can avoid it: once a segment's
 // header is validated, its payload is read with recvmsg() straight into the
 // target (the MR for tagged segments, the receive WQE's SGEs for untagged
-// ones), with a small tail iovec into the staging buffer that picks up the
+// ones), with a tail iovec into the staging buffer that picks up the
 // PAD/CRC and the next FPDU header in the same system call.  Only payload
-// that arrived together with its header in one read is copied (small
-// messages).  Every check of RFC 5041 §7.1 / RFC 5040 §7.2 happens before a
+// that arrived together with its header in one read is copied: small
+// messages, and with a peer on the same host whatever of the next FPDU the
+// 64 KiB tail caught (Config::rx_lookahead: there the copy is faster than
+// the kernel's copy into cold user memory).  Every check of RFC 5041 §7.1 / RFC 5040 §7.2 happens before a
 // single octet is placed; every failure ends in a Terminate, ERR and flush.
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -254,7 +256,7 @@ void QueuePair::rx_locked()
                 // and the next header.
                 iovec iov[recv_wqe_max_sge + 2];
                 int cnt = rx_dest_range(rx_.payload_received(), need.max_octets, iov);
-                iov[cnt++] = {rx_staging_.data(), rx_lookahead};
+                iov[cnt++] = {rx_staging_.data(), rx_lookahead_};
                 size_t asked = 0;
                 for (int i = 0; i < cnt; ++i) asked += iov[i].iov_len;
                 msghdr msg{};
@@ -517,7 +519,7 @@ bool QueuePair::rx_on_segment_end()
     // Reads into the staging buffer (payload copied) pay off for small
     // segments only.  Judge by the last two: the short tail segment of a
     // large message must not send the next large message through staging.
-    rx_read_hint_ = std::max(plen, rx_prev_plen_) > rx_copy_max ? rx_lookahead : 16384;
+    rx_read_hint_ = std::max(plen, rx_prev_plen_) > rx_copy_max ? rx_lookahead_ : 16384;
     rx_prev_plen_ = plen;
     if (rx_mr_) {
         StagTable::release(rx_mr_);
