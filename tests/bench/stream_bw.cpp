@@ -17,7 +17,9 @@
 //                   the receiver spins on non-blocking reads and reads
 //                   each payload straight into its target with a 512-octet
 //                   staging tail for the trailer and the next header,
-//                   checking every header (iwemu's receive pattern).
+//                   checking every header (iwemu's receive pattern from a
+//                   peer on another host; from one on the same host iwemu
+//                   reads with a 64 KiB look-ahead, `--tail 65536`).
 //                   `--crc` computes and checks CRC-32C as MPA does.
 //   --framing none  one sendmsg() per message; the receiver spins on
 //                   non-blocking reads up to the message's end.
