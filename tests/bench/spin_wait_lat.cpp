@@ -39,11 +39,12 @@
 
 namespace {
 
-struct Options {
-  std::string host;  // empty: server
-  std::string port = "18515";
-  size_t size = 8;
-  unsigned iters = 20000;
+struct Options : tcp_pair::CommonArgs {  // host empty: server
+  Options() {
+    port = "18515";
+    size = 8;
+    iters = 20000;
+  }
   // How the waiting side gets the reply: a receiver thread publishes it to
   // memory (ib_write_lat's pattern), or the one thread recv()s it itself.
   enum class Wait { spin_on_memory, blocking_recv, busy_recv } wait = Wait::spin_on_memory;
@@ -65,18 +66,12 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage();
       return argv[++i];
     };
-    if (a == "-p") {
-      o.port = value();
-    } else if (a == "-s") {
-      o.size = std::strtoul(value(), nullptr, 10);
-    } else if (a == "-n") {
-      o.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    if (tcp_pair::take_common_arg(a, value, o)) {
+      continue;
     } else if (a == "--one-thread") {
       o.wait = Options::Wait::blocking_recv;
     } else if (a == "--busy-poll") {
       o.wait = Options::Wait::busy_recv;
-    } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
-      o.host = a;
     } else {
       usage();
     }

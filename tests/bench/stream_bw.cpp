@@ -70,11 +70,12 @@ namespace wire = iwemu::wire;
 constexpr size_t fpdu_header_size = wire::mpa_ulpdu_length_size + wire::ddp_untagged_header_size;
 constexpr size_t default_tail = 512;  // iwemu's rx_lookahead
 
-struct Options {
-  std::string host;  // empty: server (the receiver)
-  std::string port = "18516";
-  size_t size = 1 << 20;
-  unsigned iters = 1000;
+struct Options : tcp_pair::CommonArgs {  // host empty: server (the receiver)
+  Options() {
+    port = "18516";
+    size = 1 << 20;
+    iters = 1000;
+  }
   bool mpa = true;
   bool crc = false;
   unsigned batch = 16;
@@ -108,12 +109,8 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage();
       return argv[++i];
     };
-    if (a == "-p") {
-      o.port = value();
-    } else if (a == "-s") {
-      o.size = std::strtoul(value(), nullptr, 10);
-    } else if (a == "-n") {
-      o.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    if (tcp_pair::take_common_arg(a, value, o)) {
+      continue;
     } else if (a == "--framing") {
       std::string f = value();
       if (f != "mpa" && f != "none") usage();
@@ -136,8 +133,6 @@ Options parse(int argc, char** argv) {
         o.rx = Options::Rx::peek;
       else
         usage();
-    } else if (!a.empty() && a[0] != '-' && o.host.empty()) {
-      o.host = a;
     } else {
       usage();
     }

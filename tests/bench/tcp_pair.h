@@ -17,6 +17,33 @@
 
 namespace tcp_pair {
 
+// The arguments every baseline takes: -p PORT, -s SIZE, -n ITERS and the
+// HOST operand (none: server).  Programs set their own defaults.
+struct CommonArgs {
+    std::string host;
+    std::string port;
+    size_t size = 0;
+    unsigned iters = 0;
+};
+
+// Takes argument `a` if it is one of CommonArgs (`value()` yields an
+// option's value); false for anything else.
+template <class Value>
+bool take_common_arg(const std::string& a, Value value, CommonArgs& c)
+{
+    if (a == "-p")
+        c.port = value();
+    else if (a == "-s")
+        c.size = std::strtoul(value(), nullptr, 10);
+    else if (a == "-n")
+        c.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    else if (!a.empty() && a[0] != '-' && c.host.empty())
+        c.host = a;
+    else
+        return false;
+    return true;
+}
+
 [[noreturn]] inline void die(const char* prog, const char* what)
 {
     std::fprintf(stderr, "%s: %s: %s\n", prog, what, std::strerror(errno));
