@@ -9,8 +9,9 @@
 // that arrived together with its header in one read is copied: small
 // messages, and with a peer on the same host whatever of the next FPDU the
 // 64 KiB tail caught (Config::rx_lookahead: there the copy is faster than
-// the kernel's copy into cold user memory).  Every check of RFC 5041 §7.1 / RFC 5040 §7.2 happens before a
-// single octet is placed; every failure ends in a Terminate, ERR and flush.
+// the kernel's copy into cold user memory).  Every check of RFC 5041 §7.1 /
+// RFC 5040 §7.2 happens before a single octet is placed; every failure ends
+// in a Terminate, ERR and flush.
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
