@@ -107,7 +107,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "event_waiter_receives") ok = parse_bool(value, &event_waiter_receives);
     else if (key == "rx_lookahead") {
         if (value == "auto") rx_lookahead = 0;
-        else ok = parse_u32(value, 512, 65536, &rx_lookahead);  // ≤ the staging buffer
+        else ok = parse_u32(value, rx_lookahead_min, rx_lookahead_max, &rx_lookahead);
     }
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;

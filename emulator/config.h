@@ -11,6 +11,11 @@
 
 namespace iwemu {
 
+// Bounds of Config::rx_lookahead: the least a payload read takes beyond its
+// FPDU (room for the next FPDU's header) and the staging buffer's size.
+inline constexpr uint32_t rx_lookahead_min = 512;
+inline constexpr uint32_t rx_lookahead_max = 65536;
+
 enum class LogLevel : uint8_t { error = 0, warn = 1, info = 2, debug = 3 };
 
 // Whether the engine thread spins a while after work instead of sleeping in
@@ -47,8 +52,8 @@ struct Config {
     bool poll_owns_rx = true;        // IWEMU_POLL_OWNS_RX: a busy-polling thread takes EPOLLIN from the engine
     bool event_waiter_receives = true;  // IWEMU_EVENT_WAITER_RECEIVES: a thread blocked for a CQ event reads the sockets itself
     // IWEMU_RX_LOOKAHEAD: octets a payload read takes beyond its FPDU into
-    // the staging buffer (512..65536), or auto (0): 65536 when the peer is on
-    // this host, else 512.  Larger reads cross FPDU boundaries at the price
+    // the staging buffer (rx_lookahead_min..max), or auto (0): the maximum
+    // when the peer is on this host, else the minimum.  Larger reads cross FPDU boundaries at the price
     // of copying the payload they catch (docs/configuration.md).
     uint32_t rx_lookahead = 0;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug

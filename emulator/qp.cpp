@@ -60,8 +60,8 @@ bool peer_on_this_host(int fd)
 // the copy is only extra work for the receiver, so payloads stay zero-copy.
 size_t QueuePair::rx_lookahead_for(uint32_t configured, int fd)
 {
-    if (configured == 0) return peer_on_this_host(fd) ? rx_staging_size : 512;
-    return configured < rx_staging_size ? configured : rx_staging_size;
+    if (configured == 0) return peer_on_this_host(fd) ? rx_lookahead_max : rx_lookahead_min;
+    return configured;
 }
 
 QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const QpInitAttr& attr)

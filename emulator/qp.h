@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulator/config.h"
 #include "emulator/connection_params.h"
 #include "emulator/qp_state.h"
 #include "emulator/recv_queue.h"
@@ -262,9 +263,10 @@ private:
     // ---------------- receive side ----------------
     enum class RxTarget : uint8_t { none, discard, user, control };
     static constexpr size_t rx_staging_size = 64 * 1024;
-    static constexpr size_t rx_control_max = 128;
+    static_assert(rx_staging_size >= rx_lookahead_max, "a look-ahead read lands in staging");
+    static constexpr size_t rx_control_max = 128;  // RDMAP header octets we keep (Read Request, Terminate, ...)
     static constexpr uint32_t rx_copy_max = 8192;  // larger segments: header read, then payload readv'd in place
-    static constexpr int rx_read_budget = 64;     // socket reads per progress call  // RDMAP header octets we keep (Read Request, Terminate, ...)
+    static constexpr int rx_read_budget = 64;       // socket reads per progress call
 
     // -- tx_engine.cpp
     // sq_lock_ held; budget: octets to frame before yielding to other QPs (engine)
@@ -443,7 +445,7 @@ private:
     std::vector<uint8_t, DefaultInitAllocator<uint8_t>> rx_staging_;  // pages become resident as reads fill them
     size_t rx_pos_ = 0, rx_end_ = 0;
     size_t rx_read_hint_ = 8192;
-    size_t rx_lookahead_ = 512;        // staging tail of a direct readv (Config::rx_lookahead)
+    size_t rx_lookahead_ = rx_lookahead_min;  // staging tail of a direct readv (Config::rx_lookahead)
     uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing
     uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN
