@@ -31,10 +31,13 @@
 // alone); `--tail N` makes the staging tail N octets (a look-ahead whose
 // payload octets are then copied into place); `--rx peek` peeks at the
 // next headers first (SO_PEEK_OFF, Linux 6.9 or later) and then reads
-// several FPDUs' payloads straight into place in one call.
+// several FPDUs' payloads straight into place in one call; `--tx-bounce N`
+// makes the sender copy its FPDUs one behind the other into an N-octet
+// buffer and send that (the kernel then copies from a hot buffer whose
+// payloads keep their stream alignment).
 //
 //   stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] [--batch N]
-//             [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [HOST]
+//             [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [--tx-bounce N] [HOST]
 //
 // without HOST it is the server (receives), with HOST the client (sends).
 // Both ends need the same options.  The receiver times the messages after
@@ -81,6 +84,7 @@ struct Options : tcp_pair::CommonArgs {  // host empty: server (the receiver)
   unsigned batch = 16;
   size_t read_max = SIZE_MAX;
   size_t tail = default_tail;
+  size_t tx_bounce = 0;  // 0: FPDUs gathered from the message buffer
   enum class Rx { fpdu, opaque, peek } rx = Rx::fpdu;
 };
 
@@ -97,7 +101,7 @@ size_t g_read_max = SIZE_MAX;
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] "
-               "[--batch N] [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [HOST]\n");
+               "[--batch N] [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [--tx-bounce N] [HOST]\n");
   std::exit(2);
 }
 
@@ -121,6 +125,8 @@ Options parse(int argc, char** argv) {
       o.batch = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
     } else if (a == "--read-max") {
       o.read_max = std::strtoul(value(), nullptr, 10);
+    } else if (a == "--tx-bounce") {
+      o.tx_bounce = std::strtoul(value(), nullptr, 10);
     } else if (a == "--tail") {
       o.tail = std::strtoul(value(), nullptr, 10);
     } else if (a == "--rx") {
@@ -141,6 +147,7 @@ Options parse(int argc, char** argv) {
   if (o.size == 0 || o.size > (64u << 20) || o.iters < 2 || o.batch == 0 || o.batch > 64) usage();
   if ((o.crc || o.rx != Options::Rx::fpdu) && !o.mpa) usage();
   if (o.crc && o.rx == Options::Rx::peek) usage();
+  if (o.tx_bounce != 0 && (!o.mpa || o.tx_bounce < (wire::mpa_mulpdu_max + 64) || o.tx_bounce > (64u << 20))) usage();
   if (o.tail < fpdu_header_size + 8 || o.tail > (1u << 20) || o.read_max < o.tail) usage();
   return o;
 }
@@ -210,6 +217,8 @@ void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
   std::vector<iovec> iov(o.batch * wire::FpduGather::max_iov(1));
   size_t in_batch = 0, iov_cnt = 0;
   uint32_t stream_offset = 0;
+  std::vector<uint8_t> bounce(o.tx_bounce);
+  size_t bounced = 0;
   for (uint32_t msn = 1; msn <= o.iters; ++msn) {
     for (size_t mo = 0; mo < buf.size();) {
       const size_t len = std::min<size_t>(per_fpdu, buf.size() - mo);
@@ -227,8 +236,23 @@ void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
           wire::FpduGather::Status::ok)
         fail("FPDU layout", mo);
       stream_offset = g.next_stream_offset();
-      iov_cnt += g.iov_count();
       mo += len;
+      if (!bounce.empty()) {  // --tx-bounce: the FPDU copied behind the ones before it
+        const iovec* f = iov.data();
+        size_t flen = 0;
+        for (size_t i = 0; i < g.iov_count(); ++i) flen += f[i].iov_len;
+        if (bounced + flen > bounce.size()) {
+          iovec whole{bounce.data(), bounced};
+          send_iov(fd, &whole, 1);
+          bounced = 0;
+        }
+        for (size_t i = 0; i < g.iov_count(); ++i) {
+          std::memcpy(bounce.data() + bounced, f[i].iov_base, f[i].iov_len);
+          bounced += f[i].iov_len;
+        }
+        continue;
+      }
+      iov_cnt += g.iov_count();
       if (++in_batch == o.batch) {
         send_iov(fd, iov.data(), iov_cnt);
         in_batch = iov_cnt = 0;
@@ -236,6 +260,10 @@ void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
     }
   }
   if (iov_cnt > 0) send_iov(fd, iov.data(), iov_cnt);
+  if (bounced > 0) {
+    iovec whole{bounce.data(), bounced};
+    send_iov(fd, &whole, 1);
+  }
 }
 
 // ---------------------------------------------------------------- receiver
@@ -395,8 +423,9 @@ int main(int argc, char** argv) {
     }
     const unsigned timed = o.iters - std::max(1u, o.iters / 10);
     const char* rx = o.rx == Options::Rx::opaque ? "+opaque" : o.rx == Options::Rx::peek ? "+peek" : "";
-    std::printf("stream_bw %s%s%s%s%s %zu %u %.1f\n", o.mpa ? "mpa" : "none", o.crc ? "+crc" : "", rx,
-                o.read_max != SIZE_MAX ? "+read-max" : "", o.tail != default_tail ? "+tail" : "", o.size, o.iters, ns > 0 ? static_cast<double>(timed) * static_cast<double>(o.size) * 1e3 / static_cast<double>(ns) : 0.0);
+    std::printf("stream_bw %s%s%s%s%s%s %zu %u %.1f\n", o.mpa ? "mpa" : "none", o.crc ? "+crc" : "", rx,
+                o.read_max != SIZE_MAX ? "+read-max" : "", o.tail != default_tail ? "+tail" : "",
+                o.tx_bounce != 0 ? "+tx-bounce" : "", o.size, o.iters, ns > 0 ? static_cast<double>(timed) * static_cast<double>(o.size) * 1e3 / static_cast<double>(ns) : 0.0);
   } else {
     g_read_max = o.read_max;
     std::vector<uint8_t> target(o.size);

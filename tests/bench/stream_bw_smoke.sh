@@ -38,6 +38,7 @@ check mpa+crc  -s 100003 -n 50 --crc --batch 3     # PAD octets, short last FPDU
 check mpa+crc  -s 7 -n 200 --crc                   # payload arrives with its header
 check mpa+crc+tail -s 1048576 -n 40 --crc --tail 65536   # look-ahead: payload copied out of staging
 check mpa+opaque   -s 1048576 -n 40 --rx opaque
+check mpa+crc+tx-bounce -s 100003 -n 50 --crc --batch 3 --tx-bounce 131072  # sent from a copy
 check none+read-max -s 1048576 -n 40 --framing none --read-max 65536
 
 # Peeking at the next headers needs SO_PEEK_OFF on TCP (Linux 6.9).
