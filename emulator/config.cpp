@@ -73,6 +73,7 @@ constexpr Key keys[] = {
     {"poll_owns_rx", "IWEMU_POLL_OWNS_RX"},
     {"event_waiter_receives", "IWEMU_EVENT_WAITER_RECEIVES"},
     {"rx_lookahead", "IWEMU_RX_LOOKAHEAD"},
+    {"tx_coalesce", "IWEMU_TX_COALESCE"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -109,6 +110,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         if (value == "auto") rx_lookahead = 0;
         else ok = parse_u32(value, rx_lookahead_min, rx_lookahead_max, &rx_lookahead);
     }
+    else if (key == "tx_coalesce") ok = parse_bool(value, &tx_coalesce);
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

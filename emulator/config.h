@@ -56,6 +56,11 @@ struct Config {
     // when the peer is on this host, else the minimum.  Larger reads cross FPDU boundaries at the price
     // of copying the payload they catch (docs/configuration.md).
     uint32_t rx_lookahead = 0;
+    // IWEMU_TX_COALESCE: a QP whose application posts many small work
+    // requests in a row without polling lets them gather into one sendmsg()
+    // (flushed by the next poll or CQ wait, a full batch, or the engine
+    // within about a millisecond).  docs/configuration.md.
+    bool tx_coalesce = true;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

@@ -109,6 +109,7 @@ public:
     // each QP and returns true, or returns false when there are more QPs
     // (or, with try_only, when the list is being changed).
     static constexpr size_t few_qps_max = 4;
+    bool has_few_qps() const { return few_count_.load(std::memory_order_relaxed) > 0; }
 
     // A thread is about to block reading completion channel `channel_fd`
     // (the shim's read(), i.e. ibv_get_cq_event): sleep in poll() on the

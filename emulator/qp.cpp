@@ -197,6 +197,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
         if (bad) *bad = 0;
         return EINVAL;
     }
+    uint64_t posted = 0;
     for (size_t i = 0; i < n; ++i) {
         const SendWr& wr = wrs[i];
         int rc = 0;
@@ -267,8 +268,9 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
             for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];
         }
         ++sq_tail_;
+        posted += total;
     }
-    if (fd_.load(std::memory_order_relaxed) >= 0) tx_locked();
+    if (fd_.load(std::memory_order_relaxed) >= 0 && !tx_coalesce_locked(posted)) tx_locked();
     return 0;
 }
 
@@ -536,6 +538,7 @@ void QueuePair::on_timer()
         rx_rnr_timer_locked();
         std::lock_guard<std::mutex> sg(sq_lock_);
         fin_stall_check_locked();
+        if (tx_coalesced_.load(std::memory_order_relaxed)) tx_locked();  // nobody polled meanwhile
     }
     drain_deferred();
 }

@@ -158,8 +158,14 @@ public:
     // returns at once when another thread is receiving.
     void rx_progress();
     void try_rx_progress();
-    // Polling threads also push a send backlog out (no engine wake-up needed).
+    // Polling threads also push a send backlog out (no engine wake-up needed),
+    // and work held back for a batch (tx_coalesce.cpp).
     void try_tx_progress();
+    // Posts in a row, without a poll of the QP's CQs, sent one by one
+    // before the following ones wait for a batch (tx_coalesce.cpp).
+    static constexpr uint32_t tx_coalesce_after = 8;
+    // Send what waits for a batch now (a CQ it feeds is being armed).
+    void send_coalesced_tx();
     // Drive the send path (EPOLLOUT).
     void tx_progress();
     // Engine timer (Engine::schedule_timer): a parked receiver's deadline,
@@ -276,6 +282,10 @@ private:
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
     void tx_follow_emss_locked(uint64_t message_length);
+    // tx_coalesce.cpp: true when the work requests just posted (posted_length
+    // octets) may wait for a batch instead of being sent now.
+    bool tx_coalesce_locked(uint64_t posted_length);
+    static constexpr auto tx_coalesce_wait = std::chrono::milliseconds(1);
     static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
     static size_t rx_lookahead_for(uint32_t configured, int fd);          // Config::rx_lookahead, auto resolved
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
@@ -375,6 +385,11 @@ private:
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
+    // tx_coalesce.cpp (sq_lock_; the flag also read lock-free by pollers)
+    std::atomic<bool> tx_coalesced_{false};  // posted work waits for a batch
+    uint32_t tx_burst_posts_ = 0;            // posts since the QP's CQs were last polled
+    uint64_t tx_burst_poll_mark_ = 0;        // their poll_calls() then
+    uint64_t tx_coalesced_bytes_ = 0;
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
     std::atomic<bool> rx_first_fpdu_seen_{false};
     bool rtr_pending_tx_ = false;    // initiator: RTR still to send

@@ -1,0 +1,62 @@
+// Posted work requests gathered into one sendmsg() (Config::tx_coalesce).
+//
+// A QP sends what is posted at once, in the posting thread (tx_engine.cpp).
+// For a small message the cost is that one sendmsg() -- on loopback it also
+// runs the receiving side's TCP -- so an application that streams small
+// messages, perftest's bandwidth loop for one (post up to tx_depth, then
+// poll), is bound by a system call per message.  When posts come in a row
+// without a poll of the QP's CQs between them, the first
+// tx_coalesce_after go out one by one as ever; after them, work requests
+// wait until a batch is full (tx_slots requests, or tx_batch_bytes) and go
+// out together.  Whatever still waits leaves at the first of:
+//   * a poll that finds a CQ empty (CompletionQueue::poll drives every QP of
+//     a process with few QPs): an application that wants a completion or a
+//     reply polls;
+//   * ibv_req_notify_cq on a CQ the QP feeds: it is about to sleep;
+//   * the engine timer, tx_coalesce_wait after the first request held back:
+//     an application that waits without verbs calls (spinning on memory a
+//     peer's RDMA Write fills) is delayed by that much at most.
+// A ping-pong (one post, then a poll) never holds anything back.  Only a
+// process with few QPs coalesces: there every empty poll reaches every QP.
+#include "emulator/emulator.h"
+#include "emulator/engine.h"
+#include "emulator/qp.h"
+
+namespace iwemu {
+
+// sq_lock_ held, after posting.
+bool QueuePair::tx_coalesce_locked(uint64_t posted_length)
+{
+    if (!emu_.config().tx_coalesce) return false;
+    uint64_t polls = init_.send_cq ? init_.send_cq->poll_calls() : 0;
+    if (init_.recv_cq && init_.recv_cq != init_.send_cq) polls += init_.recv_cq->poll_calls();
+    if (polls != tx_burst_poll_mark_) {
+        tx_burst_poll_mark_ = polls;
+        tx_burst_posts_ = 0;
+    }
+    if (++tx_burst_posts_ <= tx_coalesce_after) return false;
+    // A send path that is busy anyway (half a batch in the socket, the
+    // engine pushing a backlog) or closing keeps its usual course.
+    if (iov_count_ > 0 || epollout_ || tx_stopped_ || closing_ || state_.load() != QpState::rts) return false;
+    tx_coalesced_bytes_ += posted_length;
+    if (sq_tail_ - sq_tx_ >= tx_slots || tx_coalesced_bytes_ >= tx_batch_bytes) return false;  // a batch: send it
+    if (!emu_.has_few_qps()) return false;
+    if (!tx_coalesced_.load(std::memory_order_relaxed)) {
+        tx_coalesced_.store(true, std::memory_order_relaxed);
+        emu_.engine().schedule_timer(qp_num_, Engine::Clock::now() + tx_coalesce_wait);
+    }
+    return true;
+}
+
+void QueuePair::send_coalesced_tx()
+{
+    if (!tx_coalesced_.load(std::memory_order_relaxed)) return;
+    {
+        std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
+        if (!g.owns_lock()) return;  // the holder sends it, or the timer does
+        tx_locked(tx_engine_budget);
+    }
+    drain_deferred();
+}
+
+}  // namespace iwemu
