@@ -270,7 +270,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
         ++sq_tail_;
         posted += total;
     }
-    if (fd_.load(std::memory_order_relaxed) >= 0 && !tx_coalesce_locked(posted)) tx_locked();
+    if (fd_.load(std::memory_order_relaxed) >= 0) tx_posted_locked(posted);
     return 0;
 }
 

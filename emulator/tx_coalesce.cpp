@@ -5,10 +5,11 @@
 // runs the receiving side's TCP -- so an application that streams small
 // messages, perftest's bandwidth loop for one (post up to tx_depth, then
 // poll), is bound by a system call per message.  When posts come in a row
-// without a poll of the QP's CQs between them, the first
-// tx_coalesce_after go out one by one as ever; after them, work requests
-// wait until a batch is full (tx_slots requests, or tx_batch_bytes) and go
-// out together.  Whatever still waits leaves at the first of:
+// (each within tx_coalesce_gap_ns of the one before, no poll of the QP's
+// CQs between them), the first tx_coalesce_after go out one by one as ever;
+// after them, work requests wait until a batch is full (tx_slots requests,
+// or tx_batch_bytes) and go out together.  Whatever still waits leaves at
+// the first of:
 //   * a poll that finds a CQ empty (CompletionQueue::poll drives every QP of
 //     a process with few QPs): an application that wants a completion or a
 //     reply polls;
@@ -16,21 +17,54 @@
 //   * the engine timer, tx_coalesce_wait after the first request held back:
 //     an application that waits without verbs calls (spinning on memory a
 //     peer's RDMA Write fills) is delayed by that much at most.
-// A ping-pong (one post, then a poll) never holds anything back.  Only a
-// process with few QPs coalesces: there every empty poll reaches every QP.
+// A ping-pong (one post, then a poll) or a sender pacing its posts never
+// holds anything back.  Only a process with few QPs coalesces: there every
+// empty poll reaches every QP.
+#include <chrono>
+
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/qp.h"
 
 namespace iwemu {
 
-// sq_lock_ held, after posting.
-bool QueuePair::tx_coalesce_locked(uint64_t posted_length)
+namespace {
+
+int64_t monotonic_ns()
 {
-    if (!emu_.config().tx_coalesce) return false;
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+// sq_lock_ held, after posting.
+void QueuePair::tx_posted_locked(uint64_t posted_length)
+{
+    if (!emu_.config().tx_coalesce) {
+        tx_locked();
+        return;
+    }
+    const int64_t now = monotonic_ns();
+    if (tx_coalesce_locked(posted_length, now)) {
+        tx_last_post_ns_ = now;
+        return;
+    }
+    tx_locked();
+    // From the end of the send: the next post of a loop follows it closely
+    // however long the sendmsg() took.
+    tx_last_post_ns_ = monotonic_ns();
+}
+
+bool QueuePair::tx_coalesce_locked(uint64_t posted_length, int64_t now)
+{
+    // A burst: posts each within tx_coalesce_gap_ns of the last, and no poll
+    // of the QP's CQs since the first.  A sender that paces its posts (or
+    // waits for something between them) never has one.
     uint64_t polls = init_.send_cq ? init_.send_cq->poll_calls() : 0;
     if (init_.recv_cq && init_.recv_cq != init_.send_cq) polls += init_.recv_cq->poll_calls();
-    if (polls != tx_burst_poll_mark_) {
+    if (polls != tx_burst_poll_mark_ || now - tx_last_post_ns_ > tx_coalesce_gap_ns) {
         tx_burst_poll_mark_ = polls;
         tx_burst_posts_ = 0;
     }

@@ -90,9 +90,11 @@ INSTANTIATE_TEST_SUITE_P(
 // consumes the next receive WQE, in posting order.
 TEST(WriteWithImmOrdering, InterleavedWithSendsConsumesReceivesInOrder)
 {
-    LoopbackPair p;
     constexpr int kPairs = 120;  // 240 receives: the RQ holds 256
+    // Declared before the QPs, which may read src until they are gone: the
+    // last work requests are never polled for.
     std::vector<uint8_t> src(4096), dst(4096 * kPairs), rbuf(64 * 2 * kPairs);
+    LoopbackPair p;
     fill_pattern(src, 3);
     auto* smr = p.a->reg(src.data(), src.size());
     auto* dmr = p.b->reg(dst.data(), dst.size());
