@@ -67,35 +67,44 @@ TEST(TxCoalesce, SettingDefaultsOnAndTurnsOff)
     EXPECT_NE(err.find("tx_coalesce"), std::string::npos) << err;
 }
 
+// Posts n Sends back to back, polls their completions, checks delivery;
+// returns the sendmsg() calls they took.
+uint64_t burst_calls(int n, bool coalesce)
+{
+    PairOptions o;
+    o.config.tx_coalesce = coalesce;
+    Burst b(n, o);
+    const uint64_t before = b.sendmsgs();
+    b.post(0, n);
+    const auto done = b.p.a->wait(b.p.a->scq, n);  // polls: what waits leaves
+    EXPECT_EQ(done.size(), static_cast<size_t>(n));
+    for (size_t i = 0; i < done.size(); ++i) EXPECT_EQ(done[i].wr_id, uint64_t(i));
+    b.expect_delivered(n);
+    return b.sendmsgs() - before;
+}
+
 TEST(TxCoalesce, ABurstOfSmallSendsTakesFewSystemCallsAndArrivesInOrder)
 {
     constexpr int n = 96;
-    for (const bool on : {true, false}) {
-        PairOptions o;
-        o.config.tx_coalesce = on;
-        Burst b(n, o);
-        LoopbackPair& p = b.p;
-        const uint64_t before = b.sendmsgs();
-        ASSERT_NO_FATAL_FAILURE(b.post(0, n));
-        const auto done = p.a->wait(p.a->scq, n);  // polls: what waits leaves
-        ASSERT_EQ(done.size(), static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) EXPECT_EQ(done[i].wr_id, uint64_t(i));
-        ASSERT_NO_FATAL_FAILURE(b.expect_delivered(n));
-        const uint64_t calls = b.sendmsgs() - before;
-        if (on)  // 8 one by one, then batches of 16 (more if a slow moment broke the burst)
-            EXPECT_LE(calls, uint64_t{n} / 2) << calls;
-        else
-            EXPECT_GE(calls, uint64_t{n}) << calls;
+    // 8 one by one, then batches of 16; a slow moment (sanitizers, a busy
+    // host) breaks a burst into more: then try again.
+    uint64_t calls = UINT64_MAX;
+    for (int attempt = 0; attempt < 5 && calls > uint64_t{n} / 2; ++attempt) {
+        calls = burst_calls(n, true);
+        if (HasFailure()) return;
     }
+    EXPECT_LE(calls, uint64_t{n} / 2);
+    EXPECT_GE(burst_calls(n, false), uint64_t{n});
 }
 
 // Work held back leaves within the engine timer even if the application
 // never calls into verbs again (it might be spinning on memory).
 TEST(TxCoalesce, HeldBackWorkLeavesWithoutAnyVerbsCall)
 {
-    constexpr int n = 12;  // 8 sent at once, 4 held back
+    constexpr int n = 28;  // 8 sent at once, a batch of 16, 4 held back
     bool held = false;
-    for (int attempt = 0; attempt < 3 && !held; ++attempt) {
+    // A slow moment (sanitizers) may break the burst: then try again.
+    for (int attempt = 0; attempt < 6 && !held; ++attempt) {
         Burst b(n);
         const uint64_t before = b.fpdus();
         ASSERT_NO_FATAL_FAILURE(b.post(0, n));
@@ -107,14 +116,14 @@ TEST(TxCoalesce, HeldBackWorkLeavesWithoutAnyVerbsCall)
 
 TEST(TxCoalesce, ArmingTheSendCqSendsWhatWaits)
 {
-    constexpr int n = 12;
+    constexpr int n = 28;
     bool checked = false;
-    for (int attempt = 0; attempt < 3 && !checked; ++attempt) {
+    for (int attempt = 0; attempt < 6 && !checked; ++attempt) {
         Burst b(n);
         LoopbackPair& p = b.p;
         const uint64_t before = b.fpdus();
         ASSERT_NO_FATAL_FAILURE(b.post(0, n));
-        if (b.fpdus() - before == uint64_t{n}) continue;  // the timer was first: try again
+        if (b.fpdus() - before == uint64_t{n}) continue;  // nothing held (or the timer was first): again
         ASSERT_EQ(p.a->scq->req_notify(false), 0);
         EXPECT_EQ(b.fpdus() - before, uint64_t{n});
         ASSERT_NO_FATAL_FAILURE(b.expect_delivered(n));
