@@ -285,7 +285,7 @@ private:
     // tx_coalesce.cpp: send the work requests just posted (posted_length
     // octets), or leave them for a batch.
     void tx_posted_locked(uint64_t posted_length);
-    bool tx_coalesce_locked(uint64_t posted_length, int64_t now_ns);
+    bool tx_coalesce_locked(uint64_t posted_length);  // in a burst: may this wait?
     static constexpr auto tx_coalesce_wait = std::chrono::milliseconds(1);
     static constexpr int64_t tx_coalesce_gap_ns = 10'000;  // posts closer than this come "in a row"
     static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
@@ -392,7 +392,8 @@ private:
     uint32_t tx_burst_posts_ = 0;            // posts since the QP's CQs were last polled
     uint64_t tx_burst_poll_mark_ = 0;        // their poll_calls() then
     uint64_t tx_coalesced_bytes_ = 0;
-    int64_t tx_last_post_ns_ = INT64_MIN / 2;  // when the last post_send left the send path
+    static constexpr int64_t no_post_time = INT64_MIN;
+    int64_t tx_last_post_ns_ = no_post_time;  // when the last post_send left the send path
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
     std::atomic<bool> rx_first_fpdu_seen_{false};
     bool rtr_pending_tx_ = false;    // initiator: RTR still to send

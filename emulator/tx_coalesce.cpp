@@ -39,15 +39,29 @@ int64_t monotonic_ns()
 
 }  // namespace
 
-// sq_lock_ held, after posting.
+// sq_lock_ held, after posting.  A burst: posts each within
+// tx_coalesce_gap_ns of the one before, no poll of the QP's CQs since the
+// first.  A sender that paces its posts, or polls between them, never has
+// one.  The clock is read only from a burst's second post on: a ping-pong
+// pays nothing.
 void QueuePair::tx_posted_locked(uint64_t posted_length)
 {
     if (!emu_.config().tx_coalesce) {
         tx_locked();
         return;
     }
+    uint64_t polls = init_.send_cq ? init_.send_cq->poll_calls() : 0;
+    if (init_.recv_cq && init_.recv_cq != init_.send_cq) polls += init_.recv_cq->poll_calls();
+    if (polls != tx_burst_poll_mark_) {
+        tx_burst_poll_mark_ = polls;
+        tx_burst_posts_ = 1;
+        tx_last_post_ns_ = no_post_time;
+        tx_locked();
+        return;
+    }
     const int64_t now = monotonic_ns();
-    if (tx_coalesce_locked(posted_length, now)) {
+    if (tx_last_post_ns_ != no_post_time && now - tx_last_post_ns_ > tx_coalesce_gap_ns) tx_burst_posts_ = 0;
+    if (++tx_burst_posts_ > tx_coalesce_after && tx_coalesce_locked(posted_length)) {
         tx_last_post_ns_ = now;
         return;
     }
@@ -57,18 +71,8 @@ void QueuePair::tx_posted_locked(uint64_t posted_length)
     tx_last_post_ns_ = monotonic_ns();
 }
 
-bool QueuePair::tx_coalesce_locked(uint64_t posted_length, int64_t now)
+bool QueuePair::tx_coalesce_locked(uint64_t posted_length)
 {
-    // A burst: posts each within tx_coalesce_gap_ns of the last, and no poll
-    // of the QP's CQs since the first.  A sender that paces its posts (or
-    // waits for something between them) never has one.
-    uint64_t polls = init_.send_cq ? init_.send_cq->poll_calls() : 0;
-    if (init_.recv_cq && init_.recv_cq != init_.send_cq) polls += init_.recv_cq->poll_calls();
-    if (polls != tx_burst_poll_mark_ || now - tx_last_post_ns_ > tx_coalesce_gap_ns) {
-        tx_burst_poll_mark_ = polls;
-        tx_burst_posts_ = 0;
-    }
-    if (++tx_burst_posts_ <= tx_coalesce_after) return false;
     // A send path that is busy anyway (half a batch in the socket, the
     // engine pushing a backlog) or closing keeps its usual course.
     if (iov_count_ > 0 || epollout_ || tx_stopped_ || closing_ || state_.load() != QpState::rts) return false;
