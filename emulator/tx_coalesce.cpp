@@ -20,24 +20,12 @@
 // A ping-pong (one post, then a poll) or a sender pacing its posts never
 // holds anything back.  Only a process with few QPs coalesces: there every
 // empty poll reaches every QP.
-#include <chrono>
-
+#include "emulator/cq.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/qp.h"
 
 namespace iwemu {
-
-namespace {
-
-int64_t monotonic_ns()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-}  // namespace
 
 // sq_lock_ held, after posting.  A burst: posts each within
 // tx_coalesce_gap_ns of the one before, no poll of the QP's CQs since the
@@ -59,7 +47,7 @@ void QueuePair::tx_posted_locked(uint64_t posted_length)
         tx_locked();
         return;
     }
-    const int64_t now = monotonic_ns();
+    const int64_t now = CompletionQueue::now_ns();
     if (tx_last_post_ns_ != no_post_time && now - tx_last_post_ns_ > tx_coalesce_gap_ns) tx_burst_posts_ = 0;
     if (++tx_burst_posts_ > tx_coalesce_after && tx_coalesce_locked(posted_length)) {
         tx_last_post_ns_ = now;
@@ -68,7 +56,7 @@ void QueuePair::tx_posted_locked(uint64_t posted_length)
     tx_locked();
     // From the end of the send: the next post of a loop follows it closely
     // however long the sendmsg() took.
-    tx_last_post_ns_ = monotonic_ns();
+    tx_last_post_ns_ = CompletionQueue::now_ns();
 }
 
 bool QueuePair::tx_coalesce_locked(uint64_t posted_length)
@@ -88,13 +76,8 @@ bool QueuePair::tx_coalesce_locked(uint64_t posted_length)
 
 void QueuePair::send_coalesced_tx()
 {
-    if (!tx_coalesced_.load(std::memory_order_relaxed)) return;
-    {
-        std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
-        if (!g.owns_lock()) return;  // the holder sends it, or the timer does
-        tx_locked(tx_engine_budget);
-    }
-    drain_deferred();
+    // A thread holding sq_lock_ sends it, or the timer does.
+    if (tx_coalesced_.load(std::memory_order_relaxed)) try_tx_progress();
 }
 
 }  // namespace iwemu

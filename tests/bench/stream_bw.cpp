@@ -57,6 +57,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,7 @@ namespace {
 namespace wire = iwemu::wire;
 
 constexpr size_t fpdu_header_size = wire::mpa_ulpdu_length_size + wire::ddp_untagged_header_size;
-constexpr size_t default_tail = 512;  // iwemu's rx_lookahead
+constexpr size_t default_tail = 512;  // iwemu's rx_lookahead with a peer on another host
 
 struct Options : tcp_pair::CommonArgs {  // host empty: server (the receiver)
   Options() {
@@ -219,6 +220,11 @@ void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
   uint32_t stream_offset = 0;
   std::vector<uint8_t> bounce(o.tx_bounce);
   size_t bounced = 0;
+  auto send_bounce = [&] {
+    iovec whole{bounce.data(), bounced};
+    send_iov(fd, &whole, 1);
+    bounced = 0;
+  };
   for (uint32_t msn = 1; msn <= o.iters; ++msn) {
     for (size_t mo = 0; mo < buf.size();) {
       const size_t len = std::min<size_t>(per_fpdu, buf.size() - mo);
@@ -238,17 +244,10 @@ void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
       stream_offset = g.next_stream_offset();
       mo += len;
       if (!bounce.empty()) {  // --tx-bounce: the FPDU copied behind the ones before it
-        const iovec* f = iov.data();
-        size_t flen = 0;
-        for (size_t i = 0; i < g.iov_count(); ++i) flen += f[i].iov_len;
-        if (bounced + flen > bounce.size()) {
-          iovec whole{bounce.data(), bounced};
-          send_iov(fd, &whole, 1);
-          bounced = 0;
-        }
-        for (size_t i = 0; i < g.iov_count(); ++i) {
-          std::memcpy(bounce.data() + bounced, f[i].iov_base, f[i].iov_len);
-          bounced += f[i].iov_len;
+        if (bounced + g.wire_length() > bounce.size()) send_bounce();
+        for (const iovec& v : std::span<const iovec>(iov.data(), g.iov_count())) {
+          std::memcpy(bounce.data() + bounced, v.iov_base, v.iov_len);
+          bounced += v.iov_len;
         }
         continue;
       }
@@ -260,10 +259,7 @@ void send_mpa(int fd, const Options& o, const std::vector<uint8_t>& buf) {
     }
   }
   if (iov_cnt > 0) send_iov(fd, iov.data(), iov_cnt);
-  if (bounced > 0) {
-    iovec whole{bounce.data(), bounced};
-    send_iov(fd, &whole, 1);
-  }
+  if (bounced > 0) send_bounce();
 }
 
 // ---------------------------------------------------------------- receiver

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -132,36 +133,35 @@ TEST(TxCoalesce, ArmingTheSendCqSendsWhatWaits)
     EXPECT_TRUE(checked);
 }
 
-// A sender that paces its posts, never polling (unsignaled Sends, a reply
-// watched elsewhere): nothing waits for a batch.
-TEST(TxCoalesce, APacedSenderNeverWaits)
+// Posts n Sends one at a time, `between` after each: every one leaves in
+// its own post, nothing waits for a batch.
+void expect_each_post_sent_at_once(int n, uint32_t flags, const std::function<void(Burst&)>& between)
 {
-    constexpr int n = 24;
     Burst b(n);
-    LoopbackPair& p = b.p;
     for (int i = 0; i < n; ++i) {
         const uint64_t before = b.fpdus();
-        ASSERT_EQ(p.a->post_send(WrOpcode::send, b.src.data() + size_t{msg_len} * i, msg_len, b.smr, i, 0, 0, 0), 0);
+        ASSERT_EQ(b.p.a->post_send(WrOpcode::send, b.src.data() + size_t{msg_len} * i, msg_len, b.smr, i, 0, 0, flags),
+                  0);
         EXPECT_EQ(b.fpdus() - before, 1u) << i;
-        std::this_thread::sleep_for(200us);
+        between(b);
+        if (::testing::Test::HasFatalFailure()) return;
     }
-    ASSERT_NO_FATAL_FAILURE(b.expect_delivered(n));
+    b.expect_delivered(n);
+}
+
+// A sender that paces its posts, never polling (unsignaled Sends, a reply
+// watched elsewhere).
+TEST(TxCoalesce, APacedSenderNeverWaits)
+{
+    expect_each_post_sent_at_once(24, 0, [](Burst&) { std::this_thread::sleep_for(200us); });
 }
 
 // One post, then a poll (a latency loop, or a sender waiting for each
-// completion): every Send leaves in its own post.
+// completion).
 TEST(TxCoalesce, APingPongNeverWaits)
 {
-    constexpr int n = 40;
-    Burst b(n);
-    LoopbackPair& p = b.p;
-    for (int i = 0; i < n; ++i) {
-        const uint64_t before = b.fpdus();
-        ASSERT_NO_FATAL_FAILURE(b.post(i, i + 1));
-        EXPECT_EQ(b.fpdus() - before, 1u) << i;
-        ASSERT_EQ(p.a->wait(p.a->scq, 1).size(), 1u);
-    }
-    ASSERT_NO_FATAL_FAILURE(b.expect_delivered(n));
+    expect_each_post_sent_at_once(40, send_signaled,
+                                  [](Burst& b) { ASSERT_EQ(b.p.a->wait(b.p.a->scq, 1).size(), 1u); });
 }
 
 }  // namespace
