@@ -2,7 +2,7 @@
 """Runs perftest-configs/run --smoke into a fresh directory and checks its outputs:
 one JSON and one markdown file, well-formed, with the smoke set's seven points each
 measured (a positive median, no threshold: figures are never pass/fail),
-ib_write_lat compared with its floor over plain TCP and ib_send_bw with a TCP
+each iwemu point compared with qperf TCP within the round, ib_write_lat compared with its floor over plain TCP and ib_send_bw with a TCP
 stream carrying the same MPA framing.
 
   check_smoke.py RUNNER IWEMU_RUN OUT_DIR
@@ -48,8 +48,14 @@ for x in results:
         failures.append(f"{x.get('program')}: not measured ({x.get('note')})")
     elif x.get("best") != med:
         failures.append(f"{x['program']}: best {x.get('best')} is not its one run {med}")
+    elif x.get("rounds") != x.get("values"):
+        failures.append(f"{x['program']}: rounds {x.get('rounds')} are not its one run")
     elif x["kind"] == "iwemu" and not isinstance(x.get("ratio_vs_tcp"), (int, float)):
         failures.append(f"{x['program']}: no ratio to TCP")
+    elif x["kind"] == "iwemu" and (
+            (x.get("paired") or {}).get("qperf:tcp_bw" if x["unit"] == "MB/s"
+                                        else "qperf:tcp_lat", {}).get("rounds") != 1):
+        failures.append(f"{x['program']}: no per-round ratio to qperf TCP ({x.get('paired')})")
     elif x["program"] == "ib_write_lat" and not isinstance(x.get("ratio_vs_floor"), (int, float)):
         failures.append("ib_write_lat: no ratio to floor:write_lat")
     elif x["program"] == "ib_send_bw" and (x.get("floor") != "floor:mpa_crc_bw" or
