@@ -51,6 +51,15 @@ bool valid_rtr_list(std::string_view v)
     return true;
 }
 
+// auto, system, or what a TCP congestion control module may be called.
+bool valid_congestion_control(std::string_view v)
+{
+    if (v.empty() || v.size() > 15) return false;  // TCP_CA_NAME_MAX, terminator included
+    for (char c : v)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    return true;
+}
+
 // key (file spelling) ↔ environment variable.
 struct Key { const char* file; const char* env; };
 constexpr Key keys[] = {
@@ -74,6 +83,7 @@ constexpr Key keys[] = {
     {"event_waiter_receives", "IWEMU_EVENT_WAITER_RECEIVES"},
     {"rx_lookahead", "IWEMU_RX_LOOKAHEAD"},
     {"tx_coalesce", "IWEMU_TX_COALESCE"},
+    {"tcp_congestion", "IWEMU_TCP_CONGESTION"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -111,6 +121,10 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         else ok = parse_u32(value, rx_lookahead_min, rx_lookahead_max, &rx_lookahead);
     }
     else if (key == "tx_coalesce") ok = parse_bool(value, &tx_coalesce);
+    else if (key == "tcp_congestion") {
+        ok = valid_congestion_control(value);
+        if (ok) tcp_congestion = std::string(value);
+    }
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

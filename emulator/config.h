@@ -61,6 +61,11 @@ struct Config {
     // (flushed by the next poll or CQ wait, a full batch, or the engine
     // within about a millisecond).  docs/configuration.md.
     bool tx_coalesce = true;
+    // IWEMU_TCP_CONGESTION: the connection's TCP congestion control.  auto:
+    // cubic instead of a pacing BBR when the peer is on this host, else the
+    // system's; system: never touched; or an algorithm's name, for every
+    // connection.  docs/configuration.md.
+    std::string tcp_congestion = "auto";
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

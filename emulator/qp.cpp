@@ -20,47 +20,22 @@
 #include "emulator/log.h"
 #include "emulator/pd.h"
 #include "emulator/srq.h"
+#include "emulator/tcp_socket_tuning.h"
 #include "emulator/wire/network_order.h"
 #include "emulator/wire/read_request.h"
 #include "emulator/wire/rdmap_opcode.h"
 
 namespace iwemu {
 
-namespace {
-
-// Both ends of the connection on this host: a loopback peer, or one that
-// connected to our own address.
-bool peer_on_this_host(int fd)
-{
-    sockaddr_storage local{}, peer{};
-    socklen_t llen = sizeof local, plen = sizeof peer;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0 || local.ss_family != peer.ss_family)
-        return false;
-    if (peer.ss_family == AF_INET) {
-        const in_addr l = reinterpret_cast<const sockaddr_in&>(local).sin_addr;
-        const in_addr p = reinterpret_cast<const sockaddr_in&>(peer).sin_addr;
-        return (ntohl(p.s_addr) >> 24) == 127 || l.s_addr == p.s_addr;
-    }
-    if (peer.ss_family == AF_INET6) {
-        const in6_addr& l = reinterpret_cast<const sockaddr_in6&>(local).sin6_addr;
-        const in6_addr& p = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(&p) || std::memcmp(&l, &p, sizeof l) == 0) return true;
-        return IN6_IS_ADDR_V4MAPPED(&p) && p.s6_addr[12] == 127;
-    }
-    return false;
-}
-
-}  // namespace
 
 // Config::rx_lookahead, with auto (0) resolved for this connection.  On one
 // host a large look-ahead pays for its copy: the kernel's copy lands in the
 // cache-resident staging buffer instead of cold target memory, and the two
 // ends share the cores (docs/performance.md, twelfth session).  Between hosts
 // the copy is only extra work for the receiver, so payloads stay zero-copy.
-size_t QueuePair::rx_lookahead_for(uint32_t configured, int fd)
+size_t QueuePair::rx_lookahead_for(uint32_t configured, bool same_host)
 {
-    if (configured == 0) return peer_on_this_host(fd) ? rx_lookahead_max : rx_lookahead_min;
+    if (configured == 0) return same_host ? rx_lookahead_max : rx_lookahead_min;
     return configured;
 }
 
@@ -365,8 +340,11 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // MPA-011
 
+        const bool same_host = peer_on_this_host(fd);
+        tcp_congestion_ = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
+
         params_ = params;
-        rx_lookahead_ = rx_lookahead_for(emu_.config().rx_lookahead, fd);
+        rx_lookahead_ = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
         mulpdu_checked_ns_ = CompletionQueue::now_ns();
         if (params.mulpdu) {
             mulpdu_ = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
@@ -419,10 +397,11 @@ int QueuePair::attach_connection(const ConnectionParams& params)
             state_.store(st);
             return rc;
         }
-        IWEMU_LOG(info, "qp %u: attached fd %d as %s, mulpdu %u, crc tx/rx %d/%d, markers tx/rx %d/%d, rtr %d, rx look-ahead %zu",
+        IWEMU_LOG(info, "qp %u: attached fd %d as %s, mulpdu %u, crc tx/rx %d/%d, markers tx/rx %d/%d, rtr %d, rx look-ahead %zu, "
+                  "congestion control %s",
                   qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", mulpdu_,
                   params.tx.crc, params.rx.crc, params.tx.markers, params.rx.markers, static_cast<int>(params.rtr),
-                  rx_lookahead_);
+                  rx_lookahead_, tcp_congestion_.c_str());
         tx_locked();  // RTR and anything posted before the connection existed
     }
     emit_connection_event(QpConnectionEvent::established);

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -149,6 +150,8 @@ public:
     // ---- diagnostics -------------------------------------------------------
     const QpCounters& counters() const { return counters_; }
     size_t rx_lookahead() const { return rx_lookahead_; }  // resolved at attach_connection
+    // The socket's congestion control after attach_connection (Config::tcp_congestion).
+    const std::string& tcp_congestion() const { return tcp_congestion_; }
     TerminateRecord last_terminate_sent() const;
     TerminateRecord last_terminate_received() const;
     uint32_t mulpdu() const { return mulpdu_; }
@@ -289,7 +292,7 @@ private:
     static constexpr auto tx_coalesce_wait = std::chrono::milliseconds(1);
     static constexpr int64_t tx_coalesce_gap_ns = 10'000;  // posts closer than this come "in a row"
     static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
-    static size_t rx_lookahead_for(uint32_t configured, int fd);          // Config::rx_lookahead, auto resolved
+    static size_t rx_lookahead_for(uint32_t configured, bool same_host);  // Config::rx_lookahead, auto resolved
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
     bool tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
                             TxSlot::Action action, uint64_t sq_index);
@@ -465,6 +468,7 @@ private:
     size_t rx_pos_ = 0, rx_end_ = 0;
     size_t rx_read_hint_ = 8192;
     size_t rx_lookahead_ = rx_lookahead_min;  // staging tail of a direct readv (Config::rx_lookahead)
+    std::string tcp_congestion_;              // set once at attach, before the socket goes live
     uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing
     uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN
