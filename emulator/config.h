@@ -71,6 +71,9 @@ struct Config {
     // Tests only (no key, no variable): nonzero makes STag keys repeat from
     // run to run, so a fuzz corpus can name registered regions.
     uint32_t stag_key_seed = 0;
+    // Tests only: posts closer than this come "in a row" for tx_coalesce
+    // (a test sets it long, so that only polls and receptions end a burst).
+    int64_t tx_coalesce_gap_ns = 10'000;
 
     // Parse "key = value" (keys as in the file, e.g. "crc", "mpa_rev").
     // Returns false and sets error on an unknown key or a bad value.

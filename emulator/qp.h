@@ -290,7 +290,6 @@ private:
     void tx_posted_locked(uint64_t posted_length);
     bool tx_coalesce_locked(uint64_t posted_length);  // in a burst: may this wait?
     static constexpr auto tx_coalesce_wait = std::chrono::milliseconds(1);
-    static constexpr int64_t tx_coalesce_gap_ns = 10'000;  // posts closer than this come "in a row"
     static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
     static size_t rx_lookahead_for(uint32_t configured, bool same_host);  // Config::rx_lookahead, auto resolved
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
@@ -394,6 +393,7 @@ private:
     std::atomic<bool> tx_coalesced_{false};  // posted work waits for a batch
     uint32_t tx_burst_posts_ = 0;            // posts since the QP's CQs were last polled
     uint64_t tx_burst_poll_mark_ = 0;        // their poll_calls() then
+    uint64_t tx_burst_rx_mark_ = 0;          // counters_.rx_fpdus then
     uint64_t tx_coalesced_bytes_ = 0;
     static constexpr int64_t no_post_time = INT64_MIN;
     int64_t tx_last_post_ns_ = no_post_time;  // when the last post_send left the send path

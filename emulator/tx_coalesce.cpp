@@ -5,8 +5,9 @@
 // runs the receiving side's TCP -- so an application that streams small
 // messages, perftest's bandwidth loop for one (post up to tx_depth, then
 // poll), is bound by a system call per message.  When posts come in a row
-// (each within tx_coalesce_gap_ns of the one before, no poll of the QP's
-// CQs between them), the first tx_coalesce_after go out one by one as ever;
+// (each within Config::tx_coalesce_gap_ns of the one before, no poll of the
+// QP's CQs and nothing received on the QP between them), the first
+// tx_coalesce_after go out one by one as ever;
 // after them, work requests wait until a batch is full (tx_slots requests,
 // or tx_batch_bytes) and go out together.  Whatever still waits leaves at
 // the first of:
@@ -17,8 +18,8 @@
 //   * the engine timer, tx_coalesce_wait after the first request held back:
 //     an application that waits without verbs calls (spinning on memory a
 //     peer's RDMA Write fills) is delayed by that much at most.
-// A ping-pong (one post, then a poll) or a sender pacing its posts never
-// holds anything back.  Only a process with few QPs coalesces: there every
+// A ping-pong (one post, then a poll or the peer's reply) or a sender
+// pacing its posts never holds anything back.  Only a process with few QPs coalesces: there every
 // empty poll reaches every QP.
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
@@ -28,10 +29,14 @@
 namespace iwemu {
 
 // sq_lock_ held, after posting.  A burst: posts each within
-// tx_coalesce_gap_ns of the one before, no poll of the QP's CQs since the
-// first.  A sender that paces its posts, or polls between them, never has
-// one.  The clock is read only from a burst's second post on: a ping-pong
-// pays nothing.
+// Config::tx_coalesce_gap_ns of the one before, no poll of the QP's CQs and
+// no FPDU received on the QP since the first.  A sender that paces its
+// posts, or polls between them, never has one; nor does a ping-pong whose
+// application waits for the reply without a verbs call (ib_write_lat spins
+// on the memory the peer's Write fills): where a round trip is shorter than
+// the gap, its posts would otherwise come "in a row", and one of them would
+// wait for the engine timer.  The clock is read only from a burst's second
+// post on: a ping-pong pays nothing.
 void QueuePair::tx_posted_locked(uint64_t posted_length)
 {
     if (!emu_.config().tx_coalesce) {
@@ -40,15 +45,18 @@ void QueuePair::tx_posted_locked(uint64_t posted_length)
     }
     uint64_t polls = init_.send_cq ? init_.send_cq->poll_calls() : 0;
     if (init_.recv_cq && init_.recv_cq != init_.send_cq) polls += init_.recv_cq->poll_calls();
-    if (polls != tx_burst_poll_mark_) {
+    const uint64_t received = counters_.rx_fpdus.load(std::memory_order_relaxed);
+    if (polls != tx_burst_poll_mark_ || received != tx_burst_rx_mark_) {
         tx_burst_poll_mark_ = polls;
+        tx_burst_rx_mark_ = received;
         tx_burst_posts_ = 1;
         tx_last_post_ns_ = no_post_time;
         tx_locked();
         return;
     }
     const int64_t now = CompletionQueue::now_ns();
-    if (tx_last_post_ns_ != no_post_time && now - tx_last_post_ns_ > tx_coalesce_gap_ns) tx_burst_posts_ = 0;
+    if (tx_last_post_ns_ != no_post_time && now - tx_last_post_ns_ > emu_.config().tx_coalesce_gap_ns)
+        tx_burst_posts_ = 0;
     if (++tx_burst_posts_ > tx_coalesce_after && tx_coalesce_locked(posted_length)) {
         tx_last_post_ns_ = now;
         return;

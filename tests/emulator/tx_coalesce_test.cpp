@@ -6,9 +6,11 @@
 // paced sender never waits; the setting turns it off.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/emulator/qp_loopback_fixture.h"
@@ -162,6 +164,35 @@ TEST(TxCoalesce, APingPongNeverWaits)
 {
     expect_each_post_sent_at_once(40, send_signaled,
                                   [](Burst& b) { ASSERT_EQ(b.p.a->wait(b.p.a->scq, 1).size(), 1u); });
+}
+
+// A ping-pong whose application waits for the reply without a verbs call
+// (ib_write_lat spins on memory; here the test watches A's receive
+// counter).  With the gap made endless, only the replies arriving between
+// the posts keep them from counting as a burst.
+TEST(TxCoalesce, APingPongWaitingWithoutVerbsCallsNeverWaits)
+{
+    constexpr int n = 24;
+    std::vector<uint8_t> reply(64, 0x5a), replies(64 * n, 0);  // outlive the QPs
+    PairOptions o;
+    o.config.tx_coalesce_gap_ns = int64_t{3600} * 1'000'000'000;
+    Burst b(n, o);
+    MemoryRegion* reply_mr = b.p.b->reg(reply.data(), reply.size());
+    MemoryRegion* replies_mr = b.p.a->reg(replies.data(), replies.size());
+    for (int i = 0; i < n; ++i) ASSERT_EQ(b.p.a->post_recv(replies.data() + 64 * i, 64, replies_mr, 200 + i), 0);
+    const auto& a_rx = b.p.a->qp->counters().rx_fpdus;
+    for (int i = 0; i < n; ++i) {
+        const uint64_t before = b.fpdus();
+        ASSERT_EQ(b.p.a->post_send(WrOpcode::send, b.src.data() + size_t{msg_len} * i, msg_len, b.smr, i, 0, 0, 0),
+                  0);
+        EXPECT_EQ(b.fpdus() - before, 1u) << i;
+        const uint64_t received = a_rx.load();
+        ASSERT_EQ(b.p.b->post_send(WrOpcode::send, reply.data(), 64, reply_mr, 300 + i, 0, 0, 0), 0);
+        const auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (a_rx.load() == received && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        ASSERT_GT(a_rx.load(), received) << "reply " << i << " never arrived";
+    }
+    b.expect_delivered(n);
 }
 
 }  // namespace
