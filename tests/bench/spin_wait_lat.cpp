@@ -54,7 +54,7 @@ struct Options : tcp_pair::CommonArgs {  // host empty: server
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--one-thread|--busy-poll] [HOST]\n");
+               "usage: spin_wait_lat [-p PORT] [-s SIZE] [-n ITERS] [--cc NAME] [--one-thread|--busy-poll] [HOST]\n");
   std::exit(2);
 }
 
@@ -80,7 +80,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int connect_or_accept(const Options& o) { return tcp_pair::connect_or_accept("spin_wait_lat", o.host, o.port); }
+int connect_or_accept(const Options& o) { return tcp_pair::connect_or_accept("spin_wait_lat", o.host, o.port, o.cc); }
 
 void send_all(int fd, const char* p, size_t n) {
   while (n > 0) {

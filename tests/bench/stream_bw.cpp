@@ -36,8 +36,11 @@
 // buffer and send that (the kernel then copies from a hot buffer whose
 // payloads keep their stream alignment).
 //
-//   stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] [--batch N]
+//   stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--cc NAME] [--framing mpa|none] [--crc] [--batch N]
 //             [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [--tx-bounce N] [HOST]
+//
+// --cc sets the connection's TCP congestion control (perftest-configs runs
+// the streams with the one iwemu chooses on loopback, docs/configuration.md).
 //
 // without HOST it is the server (receives), with HOST the client (sends).
 // Both ends need the same options.  The receiver times the messages after
@@ -101,7 +104,7 @@ size_t g_read_max = SIZE_MAX;
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--framing mpa|none] [--crc] "
+               "usage: stream_bw [-p PORT] [-s SIZE] [-n ITERS] [--cc NAME] [--framing mpa|none] [--crc] "
                "[--batch N] [--read-max N] [--tail N] [--rx fpdu|opaque|peek] [--tx-bounce N] [HOST]\n");
   std::exit(2);
 }
@@ -153,7 +156,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int connect_or_accept(const Options& o) { return tcp_pair::connect_or_accept("stream_bw", o.host, o.port); }
+int connect_or_accept(const Options& o) { return tcp_pair::connect_or_accept("stream_bw", o.host, o.port, o.cc); }
 
 // Blocking sendmsg() of the whole iovec list (which it may advance).
 void send_iov(int fd, iovec* iov, size_t cnt) {

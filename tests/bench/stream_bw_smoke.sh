@@ -40,6 +40,15 @@ check mpa+crc+tail -s 1048576 -n 40 --crc --tail 65536   # look-ahead: payload c
 check mpa+opaque   -s 1048576 -n 40 --rx opaque
 check mpa+crc+tx-bounce -s 100003 -n 50 --crc --batch 3 --tx-bounce 131072  # sent from a copy
 check none+read-max -s 1048576 -n 40 --framing none --read-max 65536
+check mpa      -s 1048576 -n 40 --cc reno         # a congestion control of its own (reno: in every kernel)
+
+# A congestion control the kernel does not have ends both ends with an error.
+out=$(pair "-s 65536 -n 20 --cc no_such_algo" "-s 65536 -n 20 --cc no_such_algo")
+if [ $? -ne 0 ] && grep -q "TCP_CONGESTION no_such_algo" <<<"$out"; then
+    echo "ok   unknown congestion control refused"
+else
+    echo "FAIL unknown congestion control -> $out"; fails=$((fails + 1))
+fi
 
 # Peeking at the next headers needs SO_PEEK_OFF on TCP (Linux 6.9).
 if out=$(pair "-s 100003 -n 100 --rx peek --batch 3" "-s 100003 -n 100 --rx peek --batch 3"); then

@@ -17,13 +17,15 @@
 
 namespace tcp_pair {
 
-// The arguments every baseline takes: -p PORT, -s SIZE, -n ITERS and the
+// The arguments every baseline takes: -p PORT, -s SIZE, -n ITERS, --cc NAME
+// (the connection's TCP congestion control; none: the system's) and the
 // HOST operand (none: server).  Programs set their own defaults.
 struct CommonArgs {
     std::string host;
     std::string port;
     size_t size = 0;
     unsigned iters = 0;
+    std::string cc;
 };
 
 // Takes argument `a` if it is one of CommonArgs (`value()` yields an
@@ -37,6 +39,8 @@ bool take_common_arg(const std::string& a, Value value, CommonArgs& c)
         c.size = std::strtoul(value(), nullptr, 10);
     else if (a == "-n")
         c.iters = static_cast<unsigned>(std::strtoul(value(), nullptr, 10));
+    else if (a == "--cc")
+        c.cc = value();
     else if (!a.empty() && a[0] != '-' && c.host.empty())
         c.host = a;
     else
@@ -51,8 +55,11 @@ bool take_common_arg(const std::string& a, Value value, CommonArgs& c)
 }
 
 // Empty host: listen on port and accept one connection; else connect to it
-// (for up to 10 s).  TCP_NODELAY is set, as iwemu sets it (MPA-011).
-inline int connect_or_accept(const char* prog, const std::string& host, const std::string& port)
+// (for up to 10 s).  TCP_NODELAY is set, as iwemu sets it (MPA-011), and
+// the congestion control cc unless it is empty (a refusal ends the program:
+// a baseline must run what it was asked to).
+inline int connect_or_accept(const char* prog, const std::string& host, const std::string& port,
+                             const std::string& cc = {})
 {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -83,6 +90,8 @@ inline int connect_or_accept(const char* prog, const std::string& host, const st
     freeaddrinfo(res);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!cc.empty() && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc.data(), static_cast<socklen_t>(cc.size())) != 0)
+        die(prog, ("TCP_CONGESTION " + cc).c_str());
     return fd;
 }
 
