@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "emulator/log.h"
+#include "emulator/tcp_socket_tuning.h"
 
 namespace iwemu {
 
@@ -54,7 +55,7 @@ bool valid_rtr_list(std::string_view v)
 // auto, system, or what a TCP congestion control module may be called.
 bool valid_congestion_control(std::string_view v)
 {
-    if (v.empty() || v.size() > 15) return false;  // TCP_CA_NAME_MAX, terminator included
+    if (v.empty() || v.size() >= tcp_ca_name_max) return false;
     for (char c : v)
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
     return true;

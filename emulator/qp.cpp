@@ -27,7 +27,6 @@
 
 namespace iwemu {
 
-
 // Config::rx_lookahead, with auto (0) resolved for this connection.  On one
 // host a large look-ahead pays for its copy: the kernel's copy lands in the
 // cache-resident staging buffer instead of cold target memory, and the two

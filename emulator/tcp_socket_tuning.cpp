@@ -11,10 +11,6 @@
 
 namespace iwemu {
 
-namespace {
-constexpr size_t tcp_ca_name_max = 16;  // the kernel's TCP_CA_NAME_MAX, terminator included
-}  // namespace
-
 bool peer_on_this_host(int fd)
 {
     sockaddr_storage local{}, peer{};

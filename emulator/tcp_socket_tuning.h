@@ -3,10 +3,15 @@
 // control a loopback connection runs (Config::tcp_congestion).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace iwemu {
+
+// The kernel's TCP_CA_NAME_MAX (terminator included): the longest name
+// TCP_CONGESTION takes is one less.
+inline constexpr size_t tcp_ca_name_max = 16;
 
 // Both ends of the connection on this host: a loopback peer, or one that
 // connected to our own address.

@@ -7,10 +7,9 @@
 // poll), is bound by a system call per message.  When posts come in a row
 // (each within Config::tx_coalesce_gap_ns of the one before, no poll of the
 // QP's CQs and nothing received on the QP between them), the first
-// tx_coalesce_after go out one by one as ever;
-// after them, work requests wait until a batch is full (tx_slots requests,
-// or tx_batch_bytes) and go out together.  Whatever still waits leaves at
-// the first of:
+// tx_coalesce_after go out one by one as ever; after them, work requests
+// wait until a batch is full (tx_slots requests, or tx_batch_bytes) and go
+// out together.  Whatever still waits leaves at the first of:
 //   * a poll that finds a CQ empty (CompletionQueue::poll drives every QP of
 //     a process with few QPs): an application that wants a completion or a
 //     reply polls;
@@ -19,8 +18,8 @@
 //     an application that waits without verbs calls (spinning on memory a
 //     peer's RDMA Write fills) is delayed by that much at most.
 // A ping-pong (one post, then a poll or the peer's reply) or a sender
-// pacing its posts never holds anything back.  Only a process with few QPs coalesces: there every
-// empty poll reaches every QP.
+// pacing its posts never holds anything back.  Only a process with few QPs
+// coalesces: there every empty poll reaches every QP.
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"

@@ -20,7 +20,7 @@ namespace {
 
 std::string socket_congestion(int fd)
 {
-    char name[16] = {};
+    char name[tcp_ca_name_max] = {};
     socklen_t len = sizeof name;
     if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "?";
     return std::string(name, strnlen(name, sizeof name));
