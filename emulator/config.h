@@ -74,6 +74,9 @@ struct Config {
     // Tests only: posts closer than this come "in a row" for tx_coalesce
     // (a test sets it long, so that only polls and receptions end a burst).
     int64_t tx_coalesce_gap_ns = 10'000;
+    // Tests only: false keeps the engine thread from reading QP sockets, as
+    // when it gets no CPU; pollers, waiters and posters receive as ever.
+    bool engine_receives = true;
 
     // Parse "key = value" (keys as in the file, e.g. "crc", "mpa_rev").
     // Returns false and sets error on an unknown key or a bad value.

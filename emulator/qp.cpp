@@ -158,12 +158,14 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
 int QueuePair::post_send(const SendWr* wrs, size_t n, size_t* bad)
 {
     emu_.note_app_call();
-    int rc = post_send_locked(wrs, n, bad);
+    bool rx_assist = false;
+    int rc = post_send_locked(wrs, n, bad, &rx_assist);
     drain_deferred();
+    if (rx_assist) try_rx_progress(&counters_.rx_post_assists);
     return rc;
 }
 
-int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
+int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist)
 {
     std::lock_guard<std::mutex> g(sq_lock_);
     const QpState st = state_.load();
@@ -244,7 +246,10 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad)
         ++sq_tail_;
         posted += total;
     }
-    if (fd_.load(std::memory_order_relaxed) >= 0) tx_posted_locked(posted);
+    if (fd_.load(std::memory_order_relaxed) >= 0) {
+        tx_posted_locked(posted);
+        *rx_assist = rx_assist_due_locked();
+    }
     return 0;
 }
 
@@ -391,7 +396,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         }
         fd_.store(fd, std::memory_order_release);
         state_.store(on_iwarp_event(st, IwarpEvent::connection_attached));
-        if (int rc = set_engine_events_locked(EPOLLIN | EPOLLRDHUP); rc != 0) {
+        if (int rc = set_engine_events_locked(emu_.config().engine_receives ? EPOLLIN | EPOLLRDHUP : 0u); rc != 0) {
             fd_.store(-1);
             state_.store(st);
             return rc;
@@ -508,15 +513,26 @@ void QueuePair::drop_connection_locked()
     defer_locked(std::nullopt, QpConnectionEvent::peer_closed);
 }
 
-// The engine's timer for this QP: both waits that may have armed it.
+// The engine's timer for this QP: the waits that may have armed it.
 void QueuePair::on_timer()
 {
     {
         std::lock_guard<std::mutex> rg(rx_lock_);
         rx_rnr_timer_locked();
-        std::lock_guard<std::mutex> sg(sq_lock_);
-        fin_stall_check_locked();
-        if (tx_coalesced_.load(std::memory_order_relaxed)) tx_locked();  // nobody polled meanwhile
+        // A thread posting in a loop holds sq_lock_ nearly all the time, and
+        // a mutex does not queue its waiters: blocking here kept this thread
+        // (and rx_lock_) from every socket until the loop ended, so the
+        // peer's RDMA Writes waited in the socket meanwhile (ib_send_bw -e's
+        // credits, rx_post_assist.cpp).  Come back at the next tick instead;
+        // what waits for a batch leaves with the poster's next full batch,
+        // poll or arm anyway.
+        std::unique_lock<std::mutex> sg(sq_lock_, std::try_to_lock);
+        if (!sg.owns_lock()) {
+            emu_.engine().schedule_timer(qp_num_, Engine::Clock::now() + on_timer_retry);
+        } else {
+            fin_stall_check_locked();
+            if (tx_coalesced_.load(std::memory_order_relaxed)) tx_locked();  // nobody polled meanwhile
+        }
     }
     drain_deferred();
 }

@@ -81,6 +81,7 @@ struct QpCounters {
     std::atomic<uint64_t> rx_engine_passes{0}; // receive passes the engine thread ran on EPOLLIN
     std::atomic<uint64_t> rx_poll_lease_lapses{0};  // poll ownership handed back by the engine's lease tick
     std::atomic<uint64_t> fin_stall_drops{0};  // graceful closes dropped: the peer's closed window held the FIN back
+    std::atomic<uint64_t> rx_post_assists{0};  // receive passes a posting thread ran (rx_post_assist.cpp)
 };
 
 // Each counter has one writer at a time, serialized by the lock of its
@@ -160,7 +161,7 @@ public:
     // Drive the receive path until the socket would block.  try_rx_progress
     // returns at once when another thread is receiving.
     void rx_progress();
-    void try_rx_progress();
+    void try_rx_progress(std::atomic<uint64_t>* pass_counter = nullptr);  // counted if it ran
     // Polling threads also push a send backlog out (no engine wake-up needed),
     // and work held back for a batch (tx_coalesce.cpp).
     void try_tx_progress();
@@ -169,12 +170,18 @@ public:
     static constexpr uint32_t tx_coalesce_after = 8;
     // Send what waits for a batch now (a CQ it feeds is being armed).
     void send_coalesced_tx();
+    // A posting thread looks every rx_assist_every_posts posts whether the
+    // receive path read the socket; after rx_assist_after_ns without a read
+    // it runs a pass itself (rx_post_assist.cpp).
+    static constexpr uint32_t rx_assist_every_posts = 32;
+    static constexpr int64_t rx_assist_after_ns = 1'000'000;
     // Drive the send path (EPOLLOUT).
     void tx_progress();
     // Engine timer (Engine::schedule_timer): a parked receiver's deadline,
     // or the prompt re-run after a receive was posted for it; the next look
     // at a FIN the peer's window holds back (fin_stall.cpp).
     void on_timer();
+    static constexpr auto on_timer_retry = std::chrono::microseconds(200);  // sq_lock_ was busy
     // EPOLLHUP / EPOLLERR without EPOLLIN: the socket died while the receive
     // path was parked (no read interest), or a plain hang-up.
     void rx_hangup();
@@ -356,7 +363,13 @@ private:
     void drain_deferred();
 
     // -- qp.cpp
-    int post_send_locked(const SendWr* wrs, size_t n, size_t* bad);
+    int post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist);
+    // rx_post_assist.cpp (sq_lock_): has the receive path been idle so long
+    // that this posting thread should run it?
+    bool rx_assist_due_locked();
+    uint32_t rx_assist_posts_ = 0;       // posts since the last look
+    uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
+    int64_t rx_assist_since_ns_ = 0;     // ... and when
     size_t build_rtr_locked(RtrType type);
     void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
     void flush_rq();                          // rx_lock_ held

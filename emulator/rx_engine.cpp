@@ -94,12 +94,13 @@ void QueuePair::rx_progress()
     drain_deferred();
 }
 
-void QueuePair::try_rx_progress()
+void QueuePair::try_rx_progress(std::atomic<uint64_t>* pass_counter)
 {
     bool kick;
     {
         std::unique_lock<std::mutex> g(rx_lock_, std::try_to_lock);
         if (!g.owns_lock()) return;
+        if (pass_counter) count(*pass_counter);
         rx_locked();
         kick = std::exchange(rx_tx_kick_, false);
     }

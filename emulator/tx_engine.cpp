@@ -80,7 +80,7 @@ void QueuePair::apply_epoll_interest_locked()
         // Parked on an unread Send (rx_rnr_wait.cpp): no EPOLLIN, which
         // would spin, but the peer's FIN must still be heard.
         events |= EPOLLRDHUP;
-    } else if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
+    } else if (!rx_poll_owned_.load(std::memory_order_relaxed) && emu_.config().engine_receives) {
         events |= EPOLLIN | EPOLLRDHUP;
     }
     // Owned by a polling thread (rx_poll_owner.cpp): its recv() sees data,

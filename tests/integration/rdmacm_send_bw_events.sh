@@ -19,6 +19,12 @@
 # caps it) far above that sum never stops on credits; the extra Sends it
 # may have in flight beyond the server's posted receives simply wait in TCP
 # (iwemu's RNR wait, docs/limits.md).
+# It still stops one message short if no credit was ever placed (credit 0:
+# the window is rx_depth = iters): that was iwemu's, when the client's engine
+# thread waited for the send lock of the QP the client posted on for a whole
+# run, holding the receive lock, and the client, always posting, never
+# received itself (1 run in ~150 under load; emulator/rx_post_assist.cpp,
+# QueuePair::on_timer).
 #
 # usage: rdmacm_send_bw_events.sh IWEMU_RUN [ITERS]   (ITERS >= 4000)
 set -u
