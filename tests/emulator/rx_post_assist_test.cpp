@@ -84,6 +84,9 @@ TEST(RxPostAssist, APostingThreadPlacesAWriteTheEngineLeftInTheSocket)
     uint32_t placed = 0;
     std::memcpy(&placed, buf.a.data(), sizeof placed);
     EXPECT_EQ(placed, 0x00000f54u);
+    // Join the engine threads before the buffers go.
+    p.a.reset();
+    p.b.reset();
 }
 
 // A QP that receives nothing: a posting loop looks every
@@ -108,6 +111,9 @@ TEST(RxPostAssist, APosterWhosePeerIsSilentReadsOnceAMillisecondAtMost)
     EXPECT_GE(assists, 1u);
     EXPECT_LE(assists, static_cast<uint64_t>(ms.count()) + 1) << posts << " posts";
     EXPECT_EQ(p.a->qp->counters().rx_fpdus.load(), 0u);
+    // b's engine places a's Writes: join it before the buffers go.
+    p.a.reset();
+    p.b.reset();
 }
 
 }  // namespace
