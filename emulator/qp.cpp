@@ -396,7 +396,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         }
         fd_.store(fd, std::memory_order_release);
         state_.store(on_iwarp_event(st, IwarpEvent::connection_attached));
-        if (int rc = set_engine_events_locked(emu_.config().engine_receives ? EPOLLIN | EPOLLRDHUP : 0u); rc != 0) {
+        if (int rc = set_engine_events_locked(engine_read_interest()); rc != 0) {
             fd_.store(-1);
             state_.store(st);
             return rc;

@@ -312,6 +312,7 @@ private:
     // rx_poll_owned_ and epollout_.
     void apply_epoll_interest_locked();
     int set_engine_events_locked(uint32_t events);
+    uint32_t engine_read_interest() const;
     // Local SGEs name octets by their region's Tagged Offsets (iova), which
     // differ from host addresses for zero-based / reg_mr_iova regions:
     // local_sge_ok fills host_delta[i] = host address - iova for payload_slices.
@@ -364,12 +365,6 @@ private:
 
     // -- qp.cpp
     int post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist);
-    // rx_post_assist.cpp (sq_lock_): has the receive path been idle so long
-    // that this posting thread should run it?
-    bool rx_assist_due_locked();
-    uint32_t rx_assist_posts_ = 0;       // posts since the last look
-    uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
-    int64_t rx_assist_since_ns_ = 0;     // ... and when
     size_t build_rtr_locked(RtrType type);
     void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
     void flush_rq();                          // rx_lock_ held
@@ -381,6 +376,9 @@ private:
     void emit_connection_event(QpConnectionEvent ev);
     void emit_async(AsyncEventType type);
     void complete(CompletionQueue* cq, const Completion& c, bool solicited);
+    // rx_post_assist.cpp: has the receive path been idle so long that this
+    // posting thread should run it?
+    bool rx_assist_due_locked();
 
     Emulator& emu_;
     const uint32_t qp_num_;
@@ -410,6 +408,10 @@ private:
     uint64_t tx_coalesced_bytes_ = 0;
     static constexpr int64_t no_post_time = INT64_MIN;
     int64_t tx_last_post_ns_ = no_post_time;  // when the last post_send left the send path
+    // rx_post_assist.cpp (sq_lock_)
+    uint32_t rx_assist_posts_ = 0;       // posts since the last look
+    uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
+    int64_t rx_assist_since_ns_ = 0;     // ... and when
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
     std::atomic<bool> rx_first_fpdu_seen_{false};
     bool rtr_pending_tx_ = false;    // initiator: RTR still to send

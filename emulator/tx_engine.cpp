@@ -80,8 +80,8 @@ void QueuePair::apply_epoll_interest_locked()
         // Parked on an unread Send (rx_rnr_wait.cpp): no EPOLLIN, which
         // would spin, but the peer's FIN must still be heard.
         events |= EPOLLRDHUP;
-    } else if (!rx_poll_owned_.load(std::memory_order_relaxed) && emu_.config().engine_receives) {
-        events |= EPOLLIN | EPOLLRDHUP;
+    } else if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
+        events |= engine_read_interest();
     }
     // Owned by a polling thread (rx_poll_owner.cpp): its recv() sees data,
     // FIN and errors itself, so without a send backlog the socket leaves
@@ -89,6 +89,12 @@ void QueuePair::apply_epoll_interest_locked()
     // arriving segment and ACK runs the epoll callback in the peer's
     // sendmsg(), masked or not (docs/performance.md, seventh session).
     set_engine_events_locked(events);
+}
+
+// The engine reads the socket (Config::engine_receives: tests only say no).
+uint32_t QueuePair::engine_read_interest() const
+{
+    return emu_.config().engine_receives ? EPOLLIN | EPOLLRDHUP : 0u;
 }
 
 int QueuePair::set_engine_events_locked(uint32_t events)

@@ -51,14 +51,7 @@ struct Channel {
     }
 };
 
-struct Buffers {
-    std::vector<uint8_t> a = std::vector<uint8_t>(4096), b = std::vector<uint8_t>(4096);
-    MemoryRegion* ma = nullptr;
-    MemoryRegion* mb = nullptr;
-    explicit Buffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
-};
-
-// Declared after the Channel and Buffers: stops both emulators (joining
+// Declared after the Channel and PairBuffers: stops both emulators (joining
 // their engine threads, which may still write the channel or the buffers)
 // before those go.
 struct EnginesFirst {
@@ -92,7 +85,7 @@ Emulator::ChannelWait finish(Wait& w, const Channel& ch)
 
 // b posts a receive (`wr_id`), arms its CQ and starts a waiting thread;
 // true once that thread has taken b's socket.
-bool receive_armed_and_wait(LoopbackPair& p, Buffers& buf, Channel& ch, uint64_t wr_id, uint64_t* record, Wait* w)
+bool receive_armed_and_wait(LoopbackPair& p, PairBuffers& buf, Channel& ch, uint64_t wr_id, uint64_t* record, Wait* w)
 {
     EXPECT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, wr_id), 0);
     EXPECT_EQ(p.b->rcq->req_notify(false), 0);
@@ -103,7 +96,7 @@ bool receive_armed_and_wait(LoopbackPair& p, Buffers& buf, Channel& ch, uint64_t
 TEST(EventWaiter, TheWaitingThreadReceivesAndTheEngineStaysOut)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     Channel ch(p.b->rcq);
     EnginesFirst stop{p};
     const uint64_t engine_before = p.b->qp->counters().rx_engine_passes.load();
@@ -131,7 +124,7 @@ TEST(EventWaiter, TheWaitingThreadReceivesAndTheEngineStaysOut)
 TEST(EventWaiter, AnEventPostedElsewhereEndsTheWaitAndTheSocketGoesBack)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     Channel ch(p.b->rcq);
     EnginesFirst stop{p};
     ASSERT_EQ(p.b->rcq->req_notify(false), 0);
@@ -155,7 +148,7 @@ TEST(EventWaiter, AnEventPostedElsewhereEndsTheWaitAndTheSocketGoesBack)
 TEST(EventWaiter, APeerThatGoesAwayEndsTheWaitWithTheFlush)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     Channel ch(p.b->rcq);
     EnginesFirst stop{p};
     uint64_t record = 0;

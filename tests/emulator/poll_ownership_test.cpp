@@ -68,17 +68,10 @@ std::optional<uint32_t> epoll_interest(int fd)
     return std::nullopt;
 }
 
-struct Buffers {
-    std::vector<uint8_t> a = std::vector<uint8_t>(4096), b = std::vector<uint8_t>(4096);
-    MemoryRegion* ma = nullptr;
-    MemoryRegion* mb = nullptr;
-    explicit Buffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
-};
-
 // An RDMA Write of `len` octets of `fill` from a's buffer into b's, then up
 // to 5 s for b's QP to receive it.  Watches the QP's counter, not the memory
 // (that would race with the placement as far as ThreadSanitizer can tell).
-void write_and_wait_received(LoopbackPair& p, Buffers& buf, uint8_t fill, size_t len)
+void write_and_wait_received(LoopbackPair& p, PairBuffers& buf, uint8_t fill, size_t len)
 {
     std::memset(buf.a.data(), fill, len);
     ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data(), static_cast<uint32_t>(len), buf.ma, 1,
@@ -92,7 +85,7 @@ void write_and_wait_received(LoopbackPair& p, Buffers& buf, uint8_t fill, size_t
 TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndKeepItAcrossACompletion)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 7), 0);
     EXPECT_FALSE(p.b->qp->rx_poll_owned());
     EXPECT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
@@ -129,7 +122,7 @@ TEST(PollOwnership, EmptyPollsTakeTheReceivePathAndKeepItAcrossACompletion)
 TEST(PollOwnership, AnOwnedSocketLeavesTheEngineEpollSetUntilHandedBack)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     const int fd = p.b->qp->socket_fd();
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(epoll_interest(fd).has_value());
@@ -160,7 +153,7 @@ TEST(PollOwnership, AnOwnedSocketLeavesTheEngineEpollSetUntilHandedBack)
 TEST(PollOwnership, AQuietQpGoesBackToTheEngineAndPollsStopReadingIt)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
     ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
     // (A loaded machine may let the lease hand it back first: wait for quiet.)
@@ -202,7 +195,7 @@ TEST(PollOwnership, AQuietQpOfAPollerThatSlowedDownGoesBackToTheEngine)
     // lease hand the QP back first, which is not the case under test: retry.
     for (int attempt = 0; attempt < 5; ++attempt) {
         LoopbackPair p;
-        Buffers buf(p);
+        PairBuffers buf(p);
         ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
         ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
         Completion wc[2];
@@ -228,7 +221,7 @@ TEST(PollOwnership, AQuietQpOfAPollerThatSlowedDownGoesBackToTheEngine)
 TEST(PollOwnership, ReqNotifyGivesTheReceivePathBackAndTheEventFires)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     std::atomic<int> events{0};
     p.b->rcq->set_event_handler([&] { events.fetch_add(1); });
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
@@ -251,7 +244,7 @@ TEST(PollOwnership, ReqNotifyGivesTheReceivePathBackAndTheEventFires)
 TEST(PollOwnership, PollsAfterReqNotifyDoNotTakeTheReceivePath)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     std::atomic<int> events{0};
     p.b->rcq->set_event_handler([&] { events.fetch_add(1); });
     for (uint64_t round = 1; round <= 3; ++round) {
@@ -279,7 +272,7 @@ TEST(PollOwnership, PollsAfterReqNotifyDoNotTakeTheReceivePath)
 TEST(PollOwnership, APollerThatStopsDoesNotStrandASend)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
     ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
 
@@ -297,7 +290,7 @@ TEST(PollOwnership, APollerThatStopsDoesNotStrandASend)
 TEST(PollOwnership, AfterALeaseLapseTheCqLeavesTheReceivePathToTheEngine)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 1), 0);
     ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 2), 0);
     ASSERT_TRUE(poll_until_owned(p.b->rcq, p.b->qp));
@@ -321,7 +314,7 @@ TEST(PollOwnership, AfterALeaseLapseTheCqLeavesTheReceivePathToTheEngine)
 TEST(PollOwnership, APollerThatStopsDoesNotStrandAnRdmaWriteIntoMemoryItWatches)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     // Like ib_write_lat: the target polls its send CQ, then spins on memory.
     ASSERT_TRUE(poll_until_owned(p.b->scq, p.b->qp));
 
@@ -340,7 +333,7 @@ TEST(PollOwnership, APollerThatStopsDoesNotStrandAnRdmaWriteIntoMemoryItWatches)
 TEST(PollOwnership, AThreadThatPollsNowAndThenLeavesTheReceivePathToTheEngine)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     Completion wc[4];
     for (int i = 0; i < 5; ++i) {
         ASSERT_EQ(p.b->scq->poll(wc, 4), 0);
@@ -369,7 +362,7 @@ TEST(PollOwnership, OffByConfiguration)
 TEST(PollOwnership, BusyPollingPingPongRarelyNeedsTheEngineThread)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     constexpr int rounds = 2000;
     for (int i = 0; i < 64; ++i) {
         ASSERT_EQ(p.a->post_recv(buf.a.data() + 2048, 64, buf.ma, 0), 0);
@@ -422,7 +415,7 @@ TEST(PollOwnership, BusyPollingPingPongRarelyNeedsTheEngineThread)
 TEST(PollOwnership, ASmallMessageCostsOneReadWhenTheSocketHoldsJustIt)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     constexpr int n = 50;
     for (int i = 0; i < n; ++i) ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, 0), 0);
     for (int i = 0; i < n; ++i) {
@@ -454,7 +447,7 @@ TEST(PollOwnership, APollerWaitingForItsCpuKeepsTheReceivePath)
     CPU_SET(cpu, &one);
 
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     for (int i = 0; i < 64; ++i) {
         ASSERT_EQ(p.a->post_recv(buf.a.data() + 2048, 64, buf.ma, 0), 0);
         ASSERT_EQ(p.b->post_recv(buf.b.data() + 2048, 64, buf.mb, 0), 0);

@@ -343,6 +343,14 @@ struct LoopbackPair {
     }
 };
 
+// A 4 KiB buffer on each side, registered for local and remote write.
+struct PairBuffers {
+    std::vector<uint8_t> a = std::vector<uint8_t>(4096), b = std::vector<uint8_t>(4096);
+    MemoryRegion* ma = nullptr;
+    MemoryRegion* mb = nullptr;
+    explicit PairBuffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
+};
+
 // Joins two QPs over a fresh loopback TCP connection with default
 // ConnectionParams (CRC, no markers).  Returns the first attach error, 0 on
 // success.

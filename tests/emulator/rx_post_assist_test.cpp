@@ -12,13 +12,6 @@
 namespace iwemu::test {
 namespace {
 
-struct Buffers {
-    std::vector<uint8_t> a = std::vector<uint8_t>(4096), b = std::vector<uint8_t>(4096);
-    MemoryRegion* ma = nullptr;
-    MemoryRegion* mb = nullptr;
-    explicit Buffers(LoopbackPair& p) : ma(p.a->reg(a.data(), a.size())), mb(p.b->reg(b.data(), b.size())) {}
-};
-
 PairOptions engine_does_not_receive()
 {
     PairOptions o;
@@ -27,19 +20,18 @@ PairOptions engine_does_not_receive()
 }
 
 // Empty polls read the socket themselves: the way b receives here.
-bool poll_until_received(LoopbackPair& p, Side& side)
+bool poll_until_received(Side& side)
 {
     Completion wc[4];
     const auto end = std::chrono::steady_clock::now() + 5s;
     while (side.qp->counters().rx_fpdus.load() == 0 && std::chrono::steady_clock::now() < end) side.scq->poll(wc, 4);
-    (void)p;
     return side.qp->counters().rx_fpdus.load() > 0;
 }
 
 // Like ib_send_bw -e's client: posts, and polls its send CQ only for
 // completions it knows are there (an empty poll would receive by itself).
 // Stops once a's QP has received something, or after `limit`.
-void post_without_empty_polls(LoopbackPair& p, Buffers& buf, std::chrono::milliseconds limit)
+void post_without_empty_polls(LoopbackPair& p, PairBuffers& buf, std::chrono::milliseconds limit)
 {
     Completion wc[16];
     const auto end = std::chrono::steady_clock::now() + limit;
@@ -56,12 +48,12 @@ void post_without_empty_polls(LoopbackPair& p, Buffers& buf, std::chrono::millis
 // b's RDMA Write of `value` into the first 4 octets of a's buffer (the
 // credit perftest's server writes); b's TX opens once it has received a's
 // first FPDU (a Write into b, received by b's empty polls).
-void b_writes_into_a(LoopbackPair& p, Buffers& buf, uint32_t value)
+void b_writes_into_a(LoopbackPair& p, PairBuffers& buf, uint32_t value)
 {
     ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data() + 1024, 16, buf.ma, 0,
                              reinterpret_cast<uint64_t>(buf.b.data()) + 1024, buf.mb->rkey()),
               0);
-    ASSERT_TRUE(poll_until_received(p, *p.b));
+    ASSERT_TRUE(poll_until_received(*p.b));
     std::memcpy(buf.b.data(), &value, sizeof value);
     ASSERT_EQ(p.b->post_send(WrOpcode::rdma_write, buf.b.data(), sizeof value, buf.mb, 0,
                              reinterpret_cast<uint64_t>(buf.a.data()), buf.ma->rkey()),
@@ -71,7 +63,7 @@ void b_writes_into_a(LoopbackPair& p, Buffers& buf, uint32_t value)
 TEST(RxPostAssist, APostingThreadPlacesAWriteTheEngineLeftInTheSocket)
 {
     LoopbackPair p(engine_does_not_receive());
-    Buffers buf(p);
+    PairBuffers buf(p);
     b_writes_into_a(p, buf, 0x00000f54);
     // Nothing reads a's socket: no poll of a's CQs, no engine.
     std::this_thread::sleep_for(20ms);
@@ -95,7 +87,7 @@ TEST(RxPostAssist, APostingThreadPlacesAWriteTheEngineLeftInTheSocket)
 TEST(RxPostAssist, APosterWhosePeerIsSilentReadsOnceAMillisecondAtMost)
 {
     LoopbackPair p;
-    Buffers buf(p);
+    PairBuffers buf(p);
     Completion wc[16];
     const auto start = std::chrono::steady_clock::now();
     uint64_t posts = 0;
