@@ -70,6 +70,8 @@ constexpr Key keys[] = {
     {"p2p", "IWEMU_P2P"},
     {"rtr", "IWEMU_RTR"},
     {"seed_rtr", "IWEMU_SEED_RTR"},
+    {"responder_wait_ms", "IWEMU_RESPONDER_WAIT_MS"},
+    {"peer_wakeup", "IWEMU_PEER_WAKEUP"},
     {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
     {"oob_timeout_ms", "IWEMU_OOB_TIMEOUT_MS"},
     {"rnr_wait_ms", "IWEMU_RNR_WAIT_MS"},
@@ -101,6 +103,8 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "p2p") ok = parse_bool(value, &peer_to_peer);
     else if (key == "rtr") { ok = valid_rtr_list(value); if (ok) rtr_types = std::string(value); }
     else if (key == "seed_rtr") ok = parse_bool(value, &seed_rtr_frame);
+    else if (key == "responder_wait_ms") ok = parse_u32(value, 0, 600000, &responder_wait_ms);
+    else if (key == "peer_wakeup") ok = parse_bool(value, &peer_wakeup);
     else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
     else if (key == "oob_timeout_ms") ok = parse_u32(value, 100, 600000, &oob_timeout_ms);
     else if (key == "rnr_wait_ms") ok = parse_u32(value, 0, 600000, &rnr_wait_ms);

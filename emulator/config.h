@@ -31,7 +31,17 @@ struct Config {
     bool markers = false;            // IWEMU_MARKERS: M bit (ask the peer to send markers)
     uint8_t mpa_revision = 2;        // IWEMU_MPA_REV: 1 or 2
     bool peer_to_peer = true;        // IWEMU_P2P: RFC 6581 A bit
-    std::string rtr_types = "write,read";  // IWEMU_RTR: offered RTR types, in preference order (write,read,send)
+    // IWEMU_RTR: RTR types offered, in preference order (read, write, send).
+    // Read first: its Response tells the Initiator that the peer reads its
+    // stream (first_fpdus.cpp), and it is cxgb4's default.
+    std::string rtr_types = "read,write";
+    // IWEMU_RESPONDER_WAIT_MS: in client/server mode a Responder holds its
+    // FPDUs this long for the Initiator's first (RFC 5044 §7.1.2 rule 4),
+    // then sends anyway (docs/interop.md).
+    uint32_t responder_wait_ms = 50;
+    // IWEMU_PEER_WAKEUP: zero-length Writes after the first FPDUs wake a
+    // peer whose receive callback missed them (Linux siw; first_fpdus.cpp).
+    bool peer_wakeup = true;
     bool seed_rtr_frame = false;     // IWEMU_SEED_RTR: seed-002 Rtr-frame mode (iwemu peers only)
     uint32_t mpa_timeout_ms = 10000; // IWEMU_MPA_TIMEOUT_MS: startup / RTR wait
     uint32_t oob_timeout_ms = 10000; // IWEMU_OOB_TIMEOUT_MS: modify_qp(RTR)-connected QPs: refused connects retried this long

@@ -394,6 +394,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
             tx_gate_open_ = params.responder_may_send_first;
             rtr_expect_rx_ = params.rtr != RtrType::none;
         }
+        first_fpdus_arm_locked();
         fd_.store(fd, std::memory_order_release);
         state_.store(on_iwarp_event(st, IwarpEvent::connection_attached));
         if (int rc = set_engine_events_locked(engine_read_interest()); rc != 0) {
@@ -531,6 +532,7 @@ void QueuePair::on_timer()
             emu_.engine().schedule_timer(qp_num_, Engine::Clock::now() + on_timer_retry);
         } else {
             fin_stall_check_locked();
+            first_fpdus_timer_locked();
             if (tx_coalesced_.load(std::memory_order_relaxed)) tx_locked();  // nobody polled meanwhile
         }
     }

@@ -82,6 +82,7 @@ struct QpCounters {
     std::atomic<uint64_t> rx_poll_lease_lapses{0};  // poll ownership handed back by the engine's lease tick
     std::atomic<uint64_t> fin_stall_drops{0};  // graceful closes dropped: the peer's closed window held the FIN back
     std::atomic<uint64_t> rx_post_assists{0};  // receive passes a posting thread ran (rx_post_assist.cpp)
+    std::atomic<uint64_t> tx_wakeups{0};       // zero-length Writes that woke a peer up (first_fpdus.cpp)
 };
 
 // Each counter has one writer at a time, serialized by the lock of its
@@ -351,6 +352,14 @@ private:
     // with a closed window never takes ends in an abortive close.
     void fin_stall_arm_locked();              // sq_lock_: the FIN was just queued
     void fin_stall_check_locked();            // rx_lock_ + sq_lock_, from on_timer
+    // -- first_fpdus.cpp: how long a Responder waits for the Initiator's
+    // first FPDU, and the zero-length Writes that wake a peer which left
+    // our first FPDUs unread (Linux siw's late receive callback).
+    void first_fpdus_arm_locked();            // sq_lock_, at attach
+    void first_fpdus_timer_locked();          // rx_lock_ + sq_lock_, from on_timer
+    void open_tx_gate_locked();               // sq_lock_: the Responder may send
+    void peer_read_our_stream_locked();       // sq_lock_: no wake-up needed any more
+    bool tx_build_wakeup_locked();            // sq_lock_, at a message boundary
     bool rx_handle_read_request();
     void rx_handle_terminate(uint32_t body_len);
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -413,6 +422,19 @@ private:
     uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
     int64_t rx_assist_since_ns_ = 0;     // ... and when
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
+    // ... or until this time (client/server mode; first_fpdus.cpp)
+    std::optional<std::chrono::steady_clock::time_point> tx_gate_deadline_;
+    // first_fpdus.cpp (sq_lock_): the wake-ups of a peer that may have left
+    // our first FPDUs unread.
+    enum class PeerWakeup : uint8_t {
+        after_gate,  // Responder: scheduled once its wait for the Initiator ends
+        scheduled,   // at wakeup_epoch_ + the delay of wakeup_step_
+        done,        // the peer read our stream, the steps ran out, or off
+    };
+    PeerWakeup wakeup_state_ = PeerWakeup::done;
+    uint8_t wakeup_step_ = 0;
+    bool wakeup_pending_tx_ = false;  // one to send at the next message boundary
+    std::chrono::steady_clock::time_point wakeup_epoch_{};
     std::atomic<bool> rx_first_fpdu_seen_{false};
     bool rtr_pending_tx_ = false;    // initiator: RTR still to send
     bool rtr_expect_rx_ = false;     // responder: next FPDU is the RTR

@@ -28,10 +28,7 @@ cm::CmSettings settings_from(const Emulator& emu)
     // reached RTS, so the Responder must not wait for the Initiator's data
     // (RFC 5044 §7.1.2 rule 4).  The seed-002 frame mode is honoured.
     s.peer_to_peer = cfg.seed_rtr_frame ? cm::PeerToPeerMode::seed002 : cm::PeerToPeerMode::rfc6581;
-    std::string_view rtr = cfg.rtr_types;
-    s.rtr.zero_length_send = rtr.find("send") != std::string_view::npos;
-    s.rtr.zero_length_write = rtr.find("write") != std::string_view::npos;
-    s.rtr.zero_length_read = rtr.find("read") != std::string_view::npos;
+    s.rtr = cm::rtr_types_from_list(cfg.rtr_types);
     if (!s.rtr.any()) s.rtr.zero_length_write = s.rtr.zero_length_read = true;
     s.max_half_open_per_listener = cfg.max_half_open;
     s.mpa_timeout = std::chrono::milliseconds(cfg.mpa_timeout_ms);

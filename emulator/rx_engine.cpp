@@ -542,6 +542,7 @@ bool QueuePair::rx_on_segment_end()
         std::lock_guard<std::mutex> g(sq_lock_);
         if (absorb) {
             rtr_read_response_expected_ = false;
+            peer_read_our_stream_locked();  // it answered our RTR
             break;
         }
         if (orq_count_ == 0) break;  // flushed meanwhile
@@ -603,9 +604,13 @@ bool QueuePair::rx_on_segment_end()
         if (!tx_gate_open_) {
             // Responder: the Initiator's first FPDU arrived and validated; we
             // may speak now (RFC 5044 §7.1.2 rule 4).
-            tx_gate_open_ = true;
+            open_tx_gate_locked();
             tx_locked();
         }
+        // A peer's QP owns its socket before it sends: an Initiator's always,
+        // a Responder's once it has our RTR (siw_proc_mpareply, siw_accept).
+        if (params_.role == ConnectionRole::responder || params_.rtr != RtrType::none)
+            peer_read_our_stream_locked();
     }
     rtr_expect_rx_ = false;
     return true;

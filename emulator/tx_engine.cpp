@@ -402,6 +402,7 @@ bool QueuePair::tx_build_next_locked()
     case TxMessage::sq: return tx_build_sq_segment_locked(sq_[sq_tx_ % sq_.size()]);
     default: break;
     }
+    if (wakeup_pending_tx_ && !tx_imm_next_) return tx_build_wakeup_locked();  // first_fpdus.cpp
     const bool irq_ready = irq_built_ < irq_count_;
     const QpState st = state_.load(std::memory_order_relaxed);
     // SQD drains what was posted before the transition too (the CM's graceful close).

@@ -34,10 +34,7 @@ cm::CmSettings settings_from(const Emulator& emu) {
     s.peer_to_peer = cfg.seed_rtr_frame ? cm::PeerToPeerMode::seed002
                      : cfg.peer_to_peer ? cm::PeerToPeerMode::rfc6581
                                         : cm::PeerToPeerMode::off;
-    std::string_view rtr = cfg.rtr_types;
-    s.rtr.zero_length_send = rtr.find("send") != std::string_view::npos;
-    s.rtr.zero_length_write = rtr.find("write") != std::string_view::npos;
-    s.rtr.zero_length_read = rtr.find("read") != std::string_view::npos;
+    s.rtr = cm::rtr_types_from_list(cfg.rtr_types);
     s.mpa_timeout = std::chrono::milliseconds(cfg.mpa_timeout_ms);
     s.max_half_open_per_listener = cfg.max_half_open;
     s.max_ird = static_cast<uint16_t>(std::min<uint32_t>(emu.device_attributes().max_qp_rd_atom, 0xFFFF));

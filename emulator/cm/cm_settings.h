@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 
 #include "emulator/connection_params.h"
 
@@ -24,8 +25,10 @@ struct RtrTypes {
     bool zero_length_write = true;  // C
     bool zero_length_read = true;   // D
     // Order in which an end picks among the types both allow (the Initiator
-    // from the Reply, the Responder from the Request); decision 8: C, D, B.
-    std::array<RtrType, 3> preference{RtrType::zero_length_write, RtrType::zero_length_read,
+    // from the Reply, the Responder from the Request).  D first: its
+    // Response shows the Initiator that the Responder reads its stream
+    // (emulator/first_fpdus.cpp); then decision 8's C, B.
+    std::array<RtrType, 3> preference{RtrType::zero_length_read, RtrType::zero_length_write,
                                       RtrType::zero_length_send};
 
     bool any() const { return zero_length_send || zero_length_write || zero_length_read; }
@@ -36,6 +39,10 @@ struct RtrTypes {
                (t == RtrType::zero_length_read && zero_length_read);
     }
 };
+
+// A configured list ("read,write", Config::rtr_types): the types it names,
+// preferred in its order.  "none" or an empty list names none.
+RtrTypes rtr_types_from_list(std::string_view list);
 
 struct CmSettings {
     // Rev sent as Initiator (2 = RFC 6581 enhanced, 1 = RFC 5044); as Responder

@@ -10,8 +10,8 @@ constexpr uint16_t not_negotiated = wire::mpa_ird_ord_no_negotiation;
 
 uint16_t clamp14(uint16_t v) { return std::min<uint16_t>(v, wire::mpa_ird_ord_max); }
 
-// The first type in our preference order (decision 8 by default: C
-// zero-length Write, D zero-length Read, B Send) that both ends allow.
+// The first type in our preference order (CmSettings: D zero-length Read,
+// C zero-length Write, B Send by default) that both ends allow.
 RtrType choose_rtr(bool send, bool write, bool read, const RtrTypes& allowed)
 {
     RtrTypes offered;
@@ -208,8 +208,13 @@ ReplyOutcome evaluate_reply(const CmSettings& settings, const wire::MpaFrame& re
     if (request.enhanced && reply.enhanced) {
         const wire::MpaEnhancedData& ed = *reply.enhanced;
         if (ed.peer_to_peer) {
+            // A Read RTR needs an IRD slot at the Responder (siw Terminates
+            // it with IRD 0): another common type first.
             c.rtr = choose_rtr(ed.zero_length_send_rtr, ed.zero_length_write_rtr,
-                               ed.zero_length_read_rtr, settings.rtr);
+                               ed.zero_length_read_rtr && ed.ird != 0, settings.rtr);
+            if (c.rtr == RtrType::none)
+                c.rtr = choose_rtr(ed.zero_length_send_rtr, ed.zero_length_write_rtr,
+                                   ed.zero_length_read_rtr, settings.rtr);
             if (c.rtr == RtrType::none) {
                 o.verdict = ReplyOutcome::Verdict::terminate;
                 o.reason = "no RTR type in common with the Responder";

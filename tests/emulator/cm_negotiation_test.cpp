@@ -91,7 +91,7 @@ TEST(CmNegotiation, RequestVariants)
     EXPECT_FALSE(f.enhanced);
 }
 
-TEST(CmNegotiation, ResponderPicksWriteThenReadThenSend)
+TEST(CmNegotiation, ResponderPicksReadThenWriteThenSend)
 {
     CmSettings s;
     s.rtr = {true, true, true};
@@ -99,8 +99,8 @@ TEST(CmNegotiation, ResponderPicksWriteThenReadThenSend)
         bool b, c, d;
         RtrType want;
     } cases[] = {
-        {true, true, true, RtrType::zero_length_write},
-        {true, false, true, RtrType::zero_length_read},
+        {true, true, true, RtrType::zero_length_read},
+        {true, true, false, RtrType::zero_length_write},
         {true, false, false, RtrType::zero_length_send},
         {false, true, false, RtrType::zero_length_write},
     };
@@ -130,6 +130,25 @@ TEST(CmNegotiation, ConfiguredRtrPreferenceOrder)
     const wire::MpaFrame req = make_request(s, 8, 8);
     EXPECT_EQ(evaluate_reply(s, req, enhanced_reply(true, false, true, true, 8, 8), 8, 8).params.rtr,
               RtrType::zero_length_read);
+}
+
+TEST(CmNegotiation, RtrListFromConfigurationSetsTypesAndOrder)
+{
+    RtrTypes t = rtr_types_from_list("write, send");
+    EXPECT_TRUE(t.zero_length_write && t.zero_length_send && !t.zero_length_read);
+    EXPECT_EQ(t.preference[0], RtrType::zero_length_write);
+    EXPECT_EQ(t.preference[1], RtrType::zero_length_send);
+    t = rtr_types_from_list("read,write");
+    EXPECT_EQ(t.preference[0], RtrType::zero_length_read);
+    EXPECT_EQ(t.preference[1], RtrType::zero_length_write);
+    t = rtr_types_from_list("write,read,write");
+    EXPECT_EQ(t.preference[0], RtrType::zero_length_write);
+    EXPECT_EQ(t.preference[1], RtrType::zero_length_read);
+    EXPECT_FALSE(rtr_types_from_list("none").any());
+    // The configured order decides between the types both ends allow.
+    CmSettings s;
+    s.rtr = rtr_types_from_list("write,read");
+    EXPECT_EQ(assess_request(s, enhanced_request(true, false, true, true, 8, 8)).rtr, RtrType::zero_length_write);
 }
 
 TEST(CmNegotiation, ResponderWithoutCommonRtrRejectsFlaggingWhatItSupports)
@@ -221,11 +240,16 @@ TEST(CmNegotiation, InitiatorPicksFromTheReplyOrTerminatesWith07)
     CmSettings s;
     s.rtr = {true, true, true};
     const wire::MpaFrame req = make_request(s, 8, 8);
-    // siw-style Reply echoing every offered flag: C wins.
+    // siw-style Reply echoing every offered flag: D wins.
     ReplyOutcome o = evaluate_reply(s, req, enhanced_reply(true, true, true, true, 8, 8), 8, 8);
-    EXPECT_EQ(o.params.rtr, RtrType::zero_length_write);
-    o = evaluate_reply(s, req, enhanced_reply(true, true, false, true, 8, 8), 8, 8);
     EXPECT_EQ(o.params.rtr, RtrType::zero_length_read);
+    o = evaluate_reply(s, req, enhanced_reply(true, true, true, false, 8, 8), 8, 8);
+    EXPECT_EQ(o.params.rtr, RtrType::zero_length_write);
+    // A Responder granting IRD 0 could not answer a Read RTR (siw Terminates it).
+    o = evaluate_reply(s, req, enhanced_reply(true, true, true, true, 0, 8), 8, 8);
+    EXPECT_EQ(o.params.rtr, RtrType::zero_length_write);
+    o = evaluate_reply(s, req, enhanced_reply(true, false, false, true, 0, 8), 8, 8);
+    EXPECT_EQ(o.params.rtr, RtrType::zero_length_read);  // the only common type still goes
     o = evaluate_reply(s, req, enhanced_reply(true, true, false, false, 8, 8), 8, 8);
     EXPECT_EQ(o.params.rtr, RtrType::zero_length_send);
 

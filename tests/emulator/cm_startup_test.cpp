@@ -356,8 +356,8 @@ TEST(CmStartup, AcceptCarriesPrivateDataBothWaysAndHandsOffConnectedSockets)
     EXPECT_EQ(s.role, ConnectionRole::responder);
     EXPECT_EQ(c.mpa_revision, 2);
     EXPECT_EQ(s.mpa_revision, 2);
-    EXPECT_EQ(c.rtr, RtrType::zero_length_write);  // default: C preferred
-    EXPECT_EQ(s.rtr, RtrType::zero_length_write);
+    EXPECT_EQ(c.rtr, RtrType::zero_length_read);  // default: D preferred
+    EXPECT_EQ(s.rtr, RtrType::zero_length_read);
     EXPECT_TRUE(c.tx.crc && c.rx.crc && s.tx.crc && s.rx.crc);
     EXPECT_FALSE(c.tx.markers || c.rx.markers || s.tx.markers || s.rx.markers);
     EXPECT_EQ(c.ird, 8);

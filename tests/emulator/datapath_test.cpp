@@ -437,6 +437,7 @@ TEST(Datapath, ResponderSendsNothingBeforeFirstInboundFpdu)
 {
     // Responder posts first: its Send must wait for the Initiator's first FPDU.
     Config cfg;
+    cfg.responder_wait_ms = 600000;  // the RFC's rule alone (first_fpdus.cpp)
     Side a(cfg), b(cfg);
     auto [fa, fb] = tcp_pair();
     ConnectionParams pb;

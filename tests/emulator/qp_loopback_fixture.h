@@ -295,7 +295,12 @@ struct PairOptions {
     uint32_t mulpdu = 0;     // 0: from TCP_MAXSEG
     size_t proxy_chunk = 0;  // 0: direct connection; else re-segmenting proxy
     QpCap cap{256, 256, 16, 16, 256};
-    Config config{};
+    // No wake-ups (first_fpdus.cpp): tests that count FPDUs see only their own.
+    Config config = [] {
+        Config c;
+        c.peer_wakeup = false;
+        return c;
+    }();
 };
 
 // Side a = Initiator, side b = Responder.
