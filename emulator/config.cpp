@@ -73,6 +73,7 @@ constexpr Key keys[] = {
     {"responder_wait_ms", "IWEMU_RESPONDER_WAIT_MS"},
     {"peer_wakeup", "IWEMU_PEER_WAKEUP"},
     {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
+    {"connect_retries", "IWEMU_CONNECT_RETRIES"},
     {"oob_timeout_ms", "IWEMU_OOB_TIMEOUT_MS"},
     {"rnr_wait_ms", "IWEMU_RNR_WAIT_MS"},
     {"max_half_open", "IWEMU_MAX_HALF_OPEN"},
@@ -106,6 +107,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "responder_wait_ms") ok = parse_u32(value, 0, 600000, &responder_wait_ms);
     else if (key == "peer_wakeup") ok = parse_bool(value, &peer_wakeup);
     else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
+    else if (key == "connect_retries") ok = parse_u32(value, 0, 100, &connect_retries);
     else if (key == "oob_timeout_ms") ok = parse_u32(value, 100, 600000, &oob_timeout_ms);
     else if (key == "rnr_wait_ms") ok = parse_u32(value, 0, 600000, &rnr_wait_ms);
     else if (key == "max_half_open") ok = parse_u32(value, 1, 65536, &max_half_open);

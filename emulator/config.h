@@ -44,6 +44,10 @@ struct Config {
     bool peer_wakeup = true;
     bool seed_rtr_frame = false;     // IWEMU_SEED_RTR: seed-002 Rtr-frame mode (iwemu peers only)
     uint32_t mpa_timeout_ms = 10000; // IWEMU_MPA_TIMEOUT_MS: startup / RTR wait
+    // IWEMU_CONNECT_RETRIES: reconnects of a connect whose peer closed or
+    // reset it before any octet of its MPA Reply (a port forwarder for a
+    // server not listening yet); 0: fail at once, as kernel iw_cm.
+    uint32_t connect_retries = 10;
     uint32_t oob_timeout_ms = 10000; // IWEMU_OOB_TIMEOUT_MS: modify_qp(RTR)-connected QPs: refused connects retried this long
     // IWEMU_RNR_WAIT_MS: a Send that finds no receive posted stalls the
     // stream (TCP back-pressure) this long for one, then Terminates; 0 = at

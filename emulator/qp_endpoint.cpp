@@ -32,6 +32,7 @@ cm::CmSettings settings_from(const Emulator& emu)
     if (!s.rtr.any()) s.rtr.zero_length_write = s.rtr.zero_length_read = true;
     s.max_half_open_per_listener = cfg.max_half_open;
     s.mpa_timeout = std::chrono::milliseconds(cfg.mpa_timeout_ms);
+    s.connect_retries = cfg.connect_retries;
     s.max_ird = static_cast<uint16_t>(std::min<uint32_t>(emu.device_attributes().max_qp_rd_atom, 0xFFFF));
     s.max_ord = static_cast<uint16_t>(std::min<uint32_t>(emu.device_attributes().max_qp_init_rd_atom, 0xFFFF));
     return s;

@@ -59,6 +59,13 @@ struct CmSettings {
     // Whole startup exchange (TCP connect, Request, Reply, seed-002 Rtr frame)
     // must finish within this time (RFC 5044 §7.1.2 rules 8, 10; siw uses 5 s / 10 s).
     std::chrono::milliseconds mpa_timeout{5000};
+    // Reconnects of an active connection whose peer closed or reset it
+    // before sending any octet of its Reply: what a port forwarder (qemu's
+    // slirp, an SSH tunnel, a container proxy) shows when it accepted for a
+    // server that is not listening (yet), e.g. perftest -R re-creating its
+    // listener.  Within mpa_timeout, after 10, 20, 40 ... ms (at most
+    // 160).  0: fail at once with ECONNRESET, as kernel iw_cm does.
+    unsigned connect_retries = 10;
     // Connections a listener keeps in startup before their MPA Request is
     // complete (awaiting_request).  At the cap a newly accepted connection
     // evicts the oldest of them (closed abortively, never seen by the ULP),

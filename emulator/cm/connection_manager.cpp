@@ -141,6 +141,11 @@ struct ConnectionManager::Connection {
     size_t tx_len = 0;
     size_t tx_off = 0;
 
+    // Active: where to (re)connect, and the reconnects so far (awaiting_retry).
+    sockaddr_storage remote{};
+    std::optional<sockaddr_storage> bind_address;
+    unsigned retries = 0;
+    Clock::time_point retry_at{};
     wire::MpaFrame request;        // active: the Request sent (private_data cleared)
     uint16_t ird = 0, ord = 0;     // active: the ULP's values
     RequestAssessment assessment;  // passive
@@ -217,6 +222,8 @@ private:
     void hand_off_locked(Connection& c);
     void fail_locked(Connection& c, CmEventType type, int error,
                      std::optional<wire::TerminateCode> mpa_error, std::string_view reason);
+    void reset_before_reply_locked(Connection& c, int error, std::string_view reason);
+    void reconnect_locked(Connection& c);
     void retire_locked(Connection& c, bool abortive);
     void queue_event_locked(Connection& c, CmEvent event, std::vector<Action>* out = nullptr);
     CmEvent make_event(const Connection& c, CmEventType type) const;
@@ -265,7 +272,7 @@ ConnectionManager::Loop::~Loop()
     for (auto& [id, l] : listeners_)
         ::close(l->fd);
     for (auto& [id, c] : connections_)
-        if (cm_owns_socket(c->state) || c->state == StartupState::handing_off)
+        if ((cm_owns_socket(c->state) || c->state == StartupState::handing_off) && c->fd >= 0)
             close_abortive(c->fd);
     listeners_.clear();
     connections_.clear();
@@ -317,8 +324,11 @@ int ConnectionManager::Loop::next_timeout_ms_locked() const
         if (t && (!next || *t < *next))
             next = t;
     };
-    for (const auto& [id, c] : connections_)
+    for (const auto& [id, c] : connections_) {
         consider(c->deadline);
+        if (c->state == StartupState::awaiting_retry)
+            consider(c->retry_at);
+    }
     for (const auto& [id, l] : listeners_)
         if (l->pause != ListenerPause::none)
             consider(l->resume_at);
@@ -593,6 +603,13 @@ void ConnectionManager::Loop::expire_locked(Clock::time_point now)
     for (ConnectionId id : expired)
         if (Connection* c = find_locked(id))
             fail_locked(*c, CmEventType::timeout, ETIMEDOUT, std::nullopt, "MPA startup timed out");
+    std::vector<ConnectionId> due;
+    for (const auto& [id, c] : connections_)
+        if (c->state == StartupState::awaiting_retry && c->retry_at <= now)
+            due.push_back(id);
+    for (ConnectionId id : due)
+        if (Connection* c = find_locked(id))
+            reconnect_locked(*c);
     for (auto& [id, l] : listeners_)
         if (l->pause != ListenerPause::none && l->resume_at <= now)
             resume_listener_locked(*l);
@@ -603,6 +620,11 @@ void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t ev
     switch (c.state) {
     case StartupState::tcp_connecting: {
         const int err = socket_error(c.fd);
+        if (err == ECONNREFUSED && c.retries > 0) {
+            // The server that just reset us is not listening again yet.
+            reset_before_reply_locked(c, err, "TCP connect refused on a reconnect");
+            return;
+        }
         if (err != 0) {
             fail_locked(c, err == ECONNREFUSED ? CmEventType::connection_refused : CmEventType::unreachable,
                         err, std::nullopt, "TCP connect failed");
@@ -636,6 +658,7 @@ void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t ev
             fail_locked(c, CmEventType::connect_error, ECONNRESET, std::nullopt,
                         "peer closed before the connection was accepted");
         return;
+    case StartupState::awaiting_retry:  // no socket: a stale event
     case StartupState::handing_off:
     case StartupState::established:
     case StartupState::closed:
@@ -682,8 +705,11 @@ void ConnectionManager::Loop::send_locked(Connection& c)
             watch_locked(c, EPOLLOUT);
             return;
         }
-        fail_locked(c, CmEventType::connect_error, n < 0 ? errno : ECONNRESET, std::nullopt,
-                    "peer went away during MPA startup");
+        const int err = n < 0 ? errno : ECONNRESET;
+        if (c.state == StartupState::sending_request && (err == ECONNRESET || err == EPIPE))
+            reset_before_reply_locked(c, err, "peer went away before the MPA Request was out");
+        else
+            fail_locked(c, CmEventType::connect_error, err, std::nullopt, "peer went away during MPA startup");
         return;
     }
     sent_locked(c);
@@ -746,7 +772,9 @@ void ConnectionManager::Loop::receive_locked(Connection& c)
             continue;
         }
         if (n == 0) {
-            if (c.rx_len == 0)
+            if (c.rx_len == 0 && c.state == StartupState::awaiting_reply)
+                reset_before_reply_locked(c, ECONNRESET, "peer closed before its MPA Reply");
+            else if (c.rx_len == 0)
                 fail_locked(c, CmEventType::connect_error, ECONNRESET, std::nullopt,
                             "peer closed during MPA startup");
             else
@@ -758,6 +786,10 @@ void ConnectionManager::Loop::receive_locked(Connection& c)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return;
+        if (errno == ECONNRESET && c.rx_len == 0 && c.state == StartupState::awaiting_reply) {
+            reset_before_reply_locked(c, ECONNRESET, "peer reset before its MPA Reply");
+            return;
+        }
         fail_locked(c, CmEventType::connect_error, errno, std::nullopt, "receive failed during MPA startup");
         return;
     }
@@ -919,9 +951,60 @@ void ConnectionManager::Loop::fail_locked(Connection& c, CmEventType type, int e
     retire_locked(c, false);
 }
 
+// An active connection closed or reset by its peer before any octet of the
+// Reply: a port forwarder that accepted for a server not listening (yet).
+// Connect again after a pause (CmSettings::connect_retries); the Request is
+// sent anew, nothing of the old stream is kept.
+void ConnectionManager::Loop::reset_before_reply_locked(Connection& c, int error, std::string_view reason)
+{
+    constexpr auto first_pause = std::chrono::milliseconds(10);
+    constexpr auto longest_pause = std::chrono::milliseconds(160);
+    const auto pause = std::min<Clock::duration>(first_pause * (1u << std::min(c.retries, 4u)), longest_pause);
+    const auto now = Clock::now();
+    if (!c.active || c.retries >= settings_.connect_retries || (c.deadline && now + pause >= *c.deadline)) {
+        fail_locked(c, CmEventType::connect_error, error, std::nullopt, reason);
+        return;
+    }
+    IWEMU_LOG(info, "cm: connection %llu: %.*s; connecting again in %lld ms", static_cast<unsigned long long>(c.id),
+              static_cast<int>(reason.size()), reason.data(),
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(pause).count()));
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    ::close(c.fd);
+    c.fd = -1;
+    ++c.retries;
+    c.retry_at = now + pause;
+    set_state_locked(c, StartupState::awaiting_retry);
+}
+
+void ConnectionManager::Loop::reconnect_locked(Connection& c)
+{
+    int connect_errno = 0;
+    const int fd = start_connect(c.remote, c.bind_address, &connect_errno);
+    if (fd < 0) {
+        fail_locked(c, CmEventType::connect_error, -fd, std::nullopt, "socket for a reconnect failed");
+        return;
+    }
+    c.fd = fd;
+    c.tx_off = 0;  // the Request, encoded once, goes out whole again
+    c.rx_len = 0;
+    set_state_locked(c, StartupState::tcp_connecting);
+    local_address(fd, &c.local);
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.u64 = c.id;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        fail_locked(c, CmEventType::connect_error, errno, std::nullopt, "epoll registration failed");
+        return;
+    }
+    if (connect_errno == ECONNREFUSED)
+        reset_before_reply_locked(c, connect_errno, "TCP connect refused on a reconnect");
+    else if (connect_errno != 0 && connect_errno != EINPROGRESS)
+        fail_locked(c, CmEventType::unreachable, connect_errno, std::nullopt, "TCP connect failed");
+}
+
 void ConnectionManager::Loop::retire_locked(Connection& c, bool abortive)
 {
-    if (c.state != StartupState::closed && c.state != StartupState::established) {
+    if (c.state != StartupState::closed && c.state != StartupState::established && c.fd >= 0) {
         if (c.state != StartupState::handing_off)
             ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
         if (abortive)
@@ -1121,6 +1204,8 @@ int ConnectionManager::Loop::connect(const ConnectArgs& args, ConnectionId* id)
     c->ird = args.ird;
     c->ord = args.ord;
     c->peer = args.remote;
+    c->remote = args.remote;
+    c->bind_address = args.local;
     local_address(fd, &c->local);
     *id = c->id;
     Connection& ref = *c;

@@ -20,6 +20,9 @@ constexpr Step steps[] = {
     {S::awaiting_reply, S::sending_rtr_frame},
     {S::awaiting_reply, S::sending_terminate},
     {S::awaiting_reply, S::handing_off},
+    {S::sending_request, S::awaiting_retry},
+    {S::awaiting_reply, S::awaiting_retry},
+    {S::awaiting_retry, S::tcp_connecting},
     {S::sending_rtr_frame, S::handing_off},
     {S::awaiting_request, S::awaiting_ulp},
     {S::awaiting_request, S::sending_reject},
@@ -58,6 +61,7 @@ std::string_view to_string(StartupState state)
     case S::awaiting_reply: return "awaiting_reply";
     case S::sending_rtr_frame: return "sending_rtr_frame";
     case S::sending_terminate: return "sending_terminate";
+    case S::awaiting_retry: return "awaiting_retry";
     case S::awaiting_request: return "awaiting_request";
     case S::awaiting_ulp: return "awaiting_ulp";
     case S::sending_reply: return "sending_reply";

@@ -4,6 +4,8 @@
 //  active:   tcp_connecting -> sending_request -> awaiting_reply
 //              -> [sending_rtr_frame] -> handing_off -> established -> closed
 //              awaiting_reply -> sending_terminate -> closed   (no RTR / IRD)
+//              sending_request | awaiting_reply -> awaiting_retry
+//              -> tcp_connecting   (reset before any Reply octet)
 //  passive:  awaiting_request -> awaiting_ulp -> sending_reply
 //              -> [awaiting_rtr_frame] -> handing_off -> established -> closed
 //              awaiting_request | awaiting_ulp -> sending_reject -> closed
@@ -21,6 +23,7 @@ enum class StartupState : uint8_t {
     awaiting_reply,      // active: reading the MPA Reply (exact lengths)
     sending_rtr_frame,   // active, seed-002: writing the Rtr frame
     sending_terminate,   // active: writing Terminate LLP/MPA/0x06 or 0x07, then close
+    awaiting_retry,      // active: reset before any Reply octet; no socket, reconnecting soon
     awaiting_request,    // passive: reading the MPA Request (exact lengths)
     awaiting_ulp,        // passive: connect_request delivered, accept()/reject() pending
     sending_reply,       // passive: writing the accepting Reply
@@ -42,7 +45,7 @@ bool startup_transition_allowed(StartupState from, StartupState to);
 constexpr bool cm_owns_socket(StartupState s)
 {
     return s != StartupState::handing_off && s != StartupState::established &&
-           s != StartupState::closed;
+           s != StartupState::closed;  // awaiting_retry: the next socket will be (fd -1 meanwhile)
 }
 
 }  // namespace iwemu::cm

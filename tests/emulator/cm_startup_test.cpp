@@ -832,6 +832,75 @@ TEST(CmRawPeer, ReplyInOneOctetPiecesAndFpduBytesAfterItStayForTheQp)
     ::close(fd);
 }
 
+// What a port forwarder shows when it accepted for a server that is not
+// listening (yet): the connection is reset right after the Request.
+void reset_after_request(int lfd)
+{
+    const int fd = raw_accept(lfd);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(read_frame(fd));
+    const linger lg{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    ::close(fd);
+}
+
+TEST(CmRawPeer, AResetBeforeAnyReplyOctetIsRetriedWithANewConnection)
+{
+    RawPeerResponder initiator;
+    ASSERT_EQ(initiator.start_connect(bytes_of("req")), 0);
+    reset_after_request(initiator.lfd);
+    reset_after_request(initiator.lfd);
+    // Third time lucky: the same Request, answered.
+    const int fd = raw_accept(initiator.lfd);
+    ASSERT_GE(fd, 0);
+    auto req = read_frame(fd);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(parse(*req, wire::MpaFrameType::request).private_data.size(), 3u);
+    wire::MpaFrame rep;
+    rep.type = wire::MpaFrameType::reply;
+    rep.rev = 2;
+    rep.crc = true;
+    rep.enhanced = wire::MpaEnhancedData{false, false, 8, false, false, 8};
+    ASSERT_TRUE(write_all(fd, encode(rep)));
+    auto est = initiator.log.wait(CmEventType::established);
+    ASSERT_TRUE(est);
+    EXPECT_EQ(est->connection, initiator.id);
+    ASSERT_TRUE(initiator.qp.wait());
+    ::close(fd);
+}
+
+TEST(CmRawPeer, WithoutRetriesAResetBeforeTheReplyFailsTheConnect)
+{
+    CmSettings s;
+    s.connect_retries = 0;
+    RawPeerResponder initiator(s);
+    ASSERT_EQ(initiator.start_connect(), 0);
+    reset_after_request(initiator.lfd);
+    auto ev = initiator.log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connect_error);
+    EXPECT_EQ(ev->error, ECONNRESET);
+}
+
+TEST(CmRawPeer, AResetAfterPartOfTheReplyIsNotRetried)
+{
+    RawPeerResponder initiator;
+    ASSERT_EQ(initiator.start_connect(), 0);
+    const int fd = raw_accept(initiator.lfd);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(read_frame(fd));
+    ASSERT_TRUE(write_all(fd, bytes_of("MPA ID Rep")));  // a Responder was there
+    std::this_thread::sleep_for(20ms);
+    const linger lg{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    ::close(fd);
+    auto ev = initiator.log.next();
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->type, CmEventType::connect_error);
+    pollfd p{initiator.lfd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 300), 0);  // no second connection
+}
+
 TEST(CmRawPeer, GarbageInsteadOfARequestIsClosedAndNeverReachesTheUlp)
 {
     RawPeerListener srv;

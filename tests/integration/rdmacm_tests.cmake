@@ -50,6 +50,12 @@ foreach(bench ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read
   iwemu_rdmacm_test(perftest_${bench}
     ${RDMACM_HERE}/rdmacm_perftest.sh $<TARGET_FILE:iwemu_run> ${bench} 127.0.0.1 -n 500)
 endforeach()
+# A connection reset right after its MPA Request (a forwarder for a server
+# re-creating its listener) is made again (issue 23 (a)).
+foreach(bench ib_read_bw ib_write_lat)
+  iwemu_rdmacm_test(perftest_${bench}_reset_before_reply
+    ${RDMACM_HERE}/rdmacm_reset_before_reply.sh $<TARGET_FILE:iwemu_run> ${bench})
+endforeach()
 # Issue 4's matrix: each benchmark at 2 B, 4 KiB and 64 KiB; one -a sweep of
 # each bw test (2 B .. 8 MiB, so few iterations); ib_write_bw over four QPs.
 # Not here: ib_write_lat -e, refused by perftest's own parser ("Events

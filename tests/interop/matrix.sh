@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# iwemu against the real Linux siw driver (Debian's 6.1 kernel in a qemu guest,
+# tests/interop/siw-peer): every program pair in both roles, under each of
+# iwemu's settings that change the wire, then against the tunable siw with
+# mpa_crc_required=1 and with peer_to_peer=1.  The guest is booted fresh, so
+# the first connection meets siw's cold code (the case that crashed it).  After
+# the matrix the guest's kernel log must show no BUG, Oops or WARNING.
+#
+#   tests/interop/matrix.sh BUILD_DIR [--variants LIST] [--tests LIST] [--keep]
+#
+# BUILD_DIR holds bin/iwemu-run.  LIST: comma-separated names (see below).
+# Prints one line per pair, then "interop: N passed, M failed"; exit 0 only
+# when everything passed.  Needs root (the harness installs qemu and builds
+# the guest once: ~2-4 min; later runs reuse /var/cache/siw-peer).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?usage: matrix.sh BUILD_DIR [--variants LIST] [--tests LIST] [--keep]}
+shift
+build=$(cd "$build" && pwd)
+iwemu_run=$build/bin/iwemu-run
+peer_dir=${IWEMU_SIW_PEER_DIR:-$here/siw-peer}
+
+all_tests=rping,ucmatose,rdma_server,ib_send_bw,ib_write_bw,ib_read_bw,ib_send_lat,ib_write_lat,ib_read_lat
+# name: what iwemu's environment gets | the siw build's parameters ("" = stock)
+all_variants=defaults,crc_off,client_server,write_rtr,siw_crc_required,siw_peer_to_peer
+tests=$all_tests variants=$all_variants keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests) tests=$2; shift 2 ;;
+    --variants) variants=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    *) echo "matrix.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+variant_env() {
+  case "$1" in
+    defaults|siw_crc_required|siw_peer_to_peer) echo "" ;;
+    crc_off) echo "IWEMU_CRC=0" ;;
+    client_server) echo "IWEMU_P2P=0" ;;
+    write_rtr) echo "IWEMU_RTR=write" ;;
+    *) return 1 ;;
+  esac
+}
+variant_siw() {
+  case "$1" in
+    siw_crc_required) echo "mpa_crc_required=1" ;;
+    siw_peer_to_peer) echo "peer_to_peer=1" ;;
+    *) echo "" ;;
+  esac
+}
+
+name=iwemu-interop-$$
+peer() { "$peer_dir/run-peer.sh" --name "$name" "$@"; }
+log_dir=$(mktemp -d /tmp/iwemu-interop.XXXXXX)
+passed=0 failed=0 failures=()
+# Each pair's programs are bounded; the whole pair by this (seconds).
+pair_timeout=${IWEMU_INTEROP_PAIR_TIMEOUT:-60}
+
+fail_stage() { echo "interop: $*"; echo "interop: 0 passed, 1 failed"; exit 1; }
+
+cleanup() {
+  [ "$keep" = 1 ] || peer stop >/dev/null 2>&1
+  jobs -p | xargs -r kill 2>/dev/null
+}
+trap cleanup EXIT
+
+[ -x "$iwemu_run" ] || fail_stage "no $iwemu_run (build first)"
+[ -x "$peer_dir/run-peer.sh" ] || fail_stage "no siw-peer harness at $peer_dir"
+if [ "$(id -u)" -ne 0 ]; then
+  fail_stage "the siw guest needs root (qemu, debootstrap); run as root or use scripts/test --no-interop"
+fi
+command -v qemu-system-x86_64 >/dev/null 2>&1 || [ -x "$peer_dir/build.sh" ] ||
+  fail_stage "qemu cannot be installed here"
+
+echo "interop: building the siw guest if needed ($peer_dir/build.sh)"
+if ! "$peer_dir/build.sh" >"$log_dir/build.log" 2>&1; then
+  tail -n 30 "$log_dir/build.log"
+  fail_stage "the siw guest could not be built (log: $log_dir/build.log): this machine cannot run the interop stage"
+fi
+
+# Programs of one test: the siw side's run-peer.sh TEST and ARGS, and the
+# iwemu side's server and client command lines (PORT, HOST replaced).
+test_args() {  # TEST -> args for both sides
+  case "$1" in
+    rping) echo "-v -C 5 -S 4096 -V" ;;
+    ucmatose|rdma_server) echo "" ;;
+    ib_*_bw) echo "-s 4096 -n 100" ;;
+    ib_*_lat) echo "-s 8 -n 100" ;;
+  esac
+}
+iwemu_server_cmd() {  # TEST PORT
+  local t=$1 p=$2 a; a=$(test_args "$t")
+  case "$t" in
+    rping) echo "rping -s -a 127.0.0.1 -p $p $a" ;;
+    ucmatose) echo "ucmatose -b 127.0.0.1 -p $p" ;;
+    rdma_server) echo "rdma_server -s 127.0.0.1 -p $p" ;;
+    ib_*) echo "$t -R -p $p -F $a" ;;
+  esac
+}
+iwemu_client_cmd() {  # TEST PORT
+  local t=$1 p=$2 a; a=$(test_args "$t")
+  case "$t" in
+    rping) echo "rping -c -a 127.0.0.1 -p $p $a" ;;
+    ucmatose) echo "ucmatose -s 127.0.0.1 -p $p" ;;
+    rdma_server) echo "rdma_client -s 127.0.0.1 -p $p" ;;
+    ib_*) echo "$t -R -p $p -F $a 127.0.0.1" ;;
+  esac
+}
+# Host ports: a siw server's forward (it stays for the guest's life) and an
+# iwemu server's listener must not collide.
+siw_server_port() {  # TEST
+  case "$1" in
+    rping) echo 27174 ;;
+    ucmatose|rdma_server) echo 27471 ;;
+    *) echo 28515 ;;
+  esac
+}
+iwemu_server_port() { echo $(( $(siw_server_port "$1") + 10000 )); }
+listening() { ss -Hltn "sport = :$1" | grep -q .; }
+
+report() {  # LABEL RC DETAIL
+  if [ "$2" -eq 0 ]; then
+    passed=$((passed + 1)); printf 'PASS  %-52s %s\n' "$1" "$3"
+  else
+    failed=$((failed + 1)); failures+=("$1"); printf 'FAIL  %-52s %s\n' "$1" "$3"
+  fi
+}
+
+# iwemu client -> siw server in the guest.
+pair_siw_server() {  # VARIANT TEST
+  local v=$1 t=$2 hp job out rc_c rc_s start=$SECONDS env
+  hp=$(siw_server_port "$t"); env=$(variant_env "$v")
+  out=$log_dir/$v.$t.siw-server
+  # shellcheck disable=SC2046
+  if ! job=$(peer server --host-port "$hp" "$t" $(test_args "$t") 2>"$out.start" | sed -n 's/^job=\([^ ]*\).*/\1/p'); [ -z "$job" ]; then
+    report "$v: iwemu client -> siw $t" 1 "(siw server did not start: $(tail -n 1 "$out.start"))"; return
+  fi
+  # shellcheck disable=SC2046,SC2086
+  env $env timeout -k 5 "$pair_timeout" "$iwemu_run" $(iwemu_client_cmd "$t" "$hp") >"$out.iwemu" 2>&1
+  rc_c=$?
+  peer wait "$job" "$pair_timeout" >"$out.siw" 2>&1
+  rc_s=$?
+  [ "$rc_s" -eq 0 ] || peer kill "$job" >/dev/null 2>&1
+  report "$v: iwemu client -> siw $t" $((rc_c || rc_s)) "(iwemu rc $rc_c, siw rc $rc_s, $((SECONDS - start)) s)"
+}
+
+# siw client in the guest -> iwemu server on the host.
+pair_siw_client() {  # VARIANT TEST
+  local v=$1 t=$2 hp out pid rc_c rc_s i start=$SECONDS env
+  hp=$(iwemu_server_port "$t"); env=$(variant_env "$v")
+  out=$log_dir/$v.$t.siw-client
+  # shellcheck disable=SC2046,SC2086
+  env $env timeout -k 5 "$pair_timeout" "$iwemu_run" $(iwemu_server_cmd "$t" "$hp") >"$out.iwemu" 2>&1 &
+  pid=$!
+  for i in $(seq 1 100); do listening "$hp" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  # shellcheck disable=SC2046
+  peer client --timeout "$pair_timeout" "$t" "$hp" $(test_args "$t") >"$out.siw" 2>&1
+  rc_c=$?
+  wait "$pid"
+  rc_s=$?
+  report "$v: siw client -> iwemu $t" $((rc_c || rc_s)) "(siw rc $rc_c, iwemu rc $rc_s, $((SECONDS - start)) s)"
+}
+
+dmesg_clean() {  # LABEL: the guest kernel log has no BUG/Oops/WARNING
+  local d=$log_dir/dmesg.$1
+  peer dmesg >"$d" 2>&1
+  if grep -E -q 'BUG:|kernel BUG|Oops|WARNING:|Call Trace|general protection' "$d"; then
+    report "guest kernel log clean ($1)" 1 "($(grep -E -m1 'BUG:|kernel BUG|Oops|WARNING:|Call Trace|general protection' "$d"))"
+    return 1
+  fi
+  report "guest kernel log clean ($1)" 0 ""
+}
+
+stage_start=$SECONDS
+current_siw=unset
+for v in ${variants//,/ }; do
+  variant_env "$v" >/dev/null || fail_stage "unknown variant $v"
+  siw=$(variant_siw "$v")
+  if [ "$current_siw" = unset ]; then
+    # A fresh guest: the first pair meets siw's cold code paths.
+    if [ -n "$siw" ]; then boot=(--siw "$siw"); else boot=(); fi
+    peer "${boot[@]}" boot >"$log_dir/boot.log" 2>&1 || { tail -n 20 "$log_dir/boot.log"; fail_stage "the siw guest did not boot"; }
+    echo "interop: guest up ($(peer status 2>/dev/null | grep -i 'boot' | head -n 1))"
+  elif [ "$siw" != "$current_siw" ]; then
+    if ! peer exec --timeout 60 "/usr/local/sbin/siw-peer reload-siw '$siw'" >"$log_dir/reload.$v" 2>&1; then
+      cat "$log_dir/reload.$v"; fail_stage "could not load siw with '$siw'"
+    fi
+  fi
+  current_siw=$siw
+  for t in ${tests//,/ }; do
+    pair_siw_server "$v" "$t"
+    pair_siw_client "$v" "$t"
+  done
+  dmesg_clean "$v" || break  # a crashed guest fails everything after it
+done
+
+echo "interop: logs in $log_dir; $((SECONDS - stage_start)) s"
+[ ${#failures[@]} -eq 0 ] || printf 'interop: failed: %s\n' "${failures[@]}"
+echo "interop: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
