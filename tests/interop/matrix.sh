@@ -140,14 +140,30 @@ pair_siw_server() {  # VARIANT TEST
   # shellcheck disable=SC2046,SC2086
   env $env timeout -k 5 "$pair_timeout" "$iwemu_run" $(iwemu_client_cmd "$t" "$hp") >"$out.iwemu" 2>&1
   rc_c=$?
-  peer wait "$job" "$pair_timeout" >"$out.siw" 2>&1
+  # A failed client leaves the server waiting: a short look, then it goes.
+  peer wait "$job" "$([ "$rc_c" -eq 0 ] && echo "$pair_timeout" || echo 5)" >"$out.siw" 2>&1
   rc_s=$?
   [ "$rc_s" -eq 0 ] || peer kill "$job" >/dev/null 2>&1
   report "$v: iwemu client -> siw $t" $((rc_c || rc_s)) "(iwemu rc $rc_c, siw rc $rc_s, $((SECONDS - start)) s)"
 }
 
-# siw client in the guest -> iwemu server on the host.
+# siw client in the guest -> iwemu server on the host.  perftest's server
+# destroys its listener after the first rdma_cm connection and listens again
+# after allocating its buffers; a siw client quicker than that is refused,
+# and perftest 4.5's retry loop then crashes (docs/interop.md §5).  That pair
+# runs once more, and the report says so.
 pair_siw_client() {  # VARIANT TEST
+  local v=$1 t=$2 out
+  out=$log_dir/$v.$t.siw-client
+  run_siw_client "$v" "$t"
+  if [ "$pair_rc" -ne 0 ] && [[ $t == ib_* ]] && grep -q 'ERRNO: Connection refused' "$out.siw"; then
+    mv "$out.siw" "$out.siw.refused"; mv "$out.iwemu" "$out.iwemu.refused"
+    run_siw_client "$v" "$t"
+    pair_detail="$pair_detail; 2nd try: the first met perftest's listener gap"
+  fi
+  report "$v: siw client -> iwemu $t" "$pair_rc" "$pair_detail)"
+}
+run_siw_client() {  # VARIANT TEST -> pair_rc, pair_detail
   local v=$1 t=$2 hp out pid rc_c rc_s i start=$SECONDS env
   hp=$(iwemu_server_port "$t"); env=$(variant_env "$v")
   out=$log_dir/$v.$t.siw-client
@@ -158,16 +174,26 @@ pair_siw_client() {  # VARIANT TEST
   # shellcheck disable=SC2046
   peer client --timeout "$pair_timeout" "$t" "$hp" $(test_args "$t") >"$out.siw" 2>&1
   rc_c=$?
+  if [ "$rc_c" -ne 0 ]; then
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill "$pid" 2>/dev/null
+  fi
   wait "$pid"
   rc_s=$?
-  report "$v: siw client -> iwemu $t" $((rc_c || rc_s)) "(siw rc $rc_c, iwemu rc $rc_s, $((SECONDS - start)) s)"
+  pair_rc=$((rc_c || rc_s))
+  pair_detail="(siw rc $rc_c, iwemu rc $rc_s, $((SECONDS - start)) s"
 }
 
-dmesg_clean() {  # LABEL: the guest kernel log has no BUG/Oops/WARNING
+# The kernel's own reports; a user-space crash ("traps: ...") is the program's.
+kernel_trouble='BUG:|kernel BUG|Oops|WARNING:|Call Trace|Kernel panic'
+dmesg_clean() {  # LABEL: the guest kernel log has no BUG/Oops/WARNING; 2 = guest gone
   local d=$log_dir/dmesg.$1
-  peer dmesg >"$d" 2>&1
-  if grep -E -q 'BUG:|kernel BUG|Oops|WARNING:|Call Trace|general protection' "$d"; then
-    report "guest kernel log clean ($1)" 1 "($(grep -E -m1 'BUG:|kernel BUG|Oops|WARNING:|Call Trace|general protection' "$d"))"
+  if ! peer dmesg >"$d" 2>&1; then
+    report "guest kernel log clean ($1)" 1 "(the guest does not answer: $(tail -n 1 "$d"))"
+    return 2
+  fi
+  if grep -E -q "$kernel_trouble" "$d"; then
+    report "guest kernel log clean ($1)" 1 "($(grep -E -m1 "$kernel_trouble" "$d"))"
     return 1
   fi
   report "guest kernel log clean ($1)" 0 ""
@@ -193,7 +219,8 @@ for v in ${variants//,/ }; do
     pair_siw_server "$v" "$t"
     pair_siw_client "$v" "$t"
   done
-  dmesg_clean "$v" || break  # a crashed guest fails everything after it
+  dmesg_clean "$v"
+  [ $? -eq 2 ] && break  # a dead guest fails everything after it
 done
 
 echo "interop: logs in $log_dir; $((SECONDS - stage_start)) s"
