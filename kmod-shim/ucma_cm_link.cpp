@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -45,6 +46,18 @@ cm::CmSettings settings_from(const Emulator& emu) {
 
 std::mutex cm_create_lock;
 std::atomic<cm::ConnectionManager*> cm_current{nullptr};
+bool exit_flush_registered = false;  // under cm_create_lock; a forked child inherits the handler
+
+// How long exit() waits for the answers the CM thread has not sent yet.
+constexpr auto exit_flush_limit = std::chrono::milliseconds(200);
+
+// rdma_accept / rdma_reject return before the CM thread writes their MPA
+// Reply; the kernel's CM would have sent it already.  Runs before the
+// emulator's own exit teardown (registered later, so called first).
+void flush_answers_at_exit() {
+    if (cm::ConnectionManager* cm = cm_current.load(std::memory_order_acquire))
+        cm->flush_answers(std::chrono::steady_clock::now() + exit_flush_limit);
+}
 
 cm::ConnectionManager& cm_instance() {
     cm::ConnectionManager* cm = cm_current.load(std::memory_order_acquire);
@@ -55,6 +68,7 @@ cm::ConnectionManager& cm_instance() {
         // Leaked on purpose (see ucma_cm_link.h).
         cm = new cm::ConnectionManager(settings_from(Emulator::instance()));
         cm_current.store(cm, std::memory_order_release);
+        if (!exit_flush_registered) exit_flush_registered = std::atexit(flush_answers_at_exit) == 0;
     }
     return *cm;
 }

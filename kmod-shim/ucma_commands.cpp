@@ -55,10 +55,10 @@ struct Deferred {
     void run() {
         for (auto id : stop_listeners) ucma_cm_stop_listening(id);
         for (auto id : retire_connections) ucma_cm_destroy(id);
-        for (auto id : reject_connections) {
-            ucma_cm_reject(id, {});
-            ucma_cm_destroy(id);
-        }
+        // A Reject closes its connection itself once it is out; destroying
+        // it behind the reject would cut the Reject off with an RST.
+        for (auto id : reject_connections)
+            if (ucma_cm_reject(id, {}) != 0) ucma_cm_destroy(id);
         for (auto id : abort_connections) {
             ucma_cm_disconnect(id, cm::DisconnectMode::abortive);
             ucma_cm_destroy(id);

@@ -1,5 +1,6 @@
 #include "emulator/cm/connection_manager.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -179,6 +180,7 @@ public:
     void notify_disconnected(ConnectionId id, int error);
     void destroy(ConnectionId id);
     int listener_stats(ListenerId id, ListenerStats* out);
+    bool flush_answers(Clock::time_point deadline);
 
 private:
     // Work for the CM thread to do without the lock.
@@ -1291,6 +1293,43 @@ void ConnectionManager::Loop::destroy(ConnectionId id)
     connections_.erase(id);
 }
 
+bool ConnectionManager::Loop::flush_answers(Clock::time_point deadline)
+{
+    for (;;) {
+        std::vector<pollfd> full;
+        {
+            // exit() may run on a thread that was interrupted holding mu_.
+            std::unique_lock lock(mu_, std::defer_lock);
+            while (!lock.try_lock()) {
+                if (Clock::now() >= deadline)
+                    return false;
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            std::vector<ConnectionId> answering;
+            for (const auto& [id, c] : connections_)
+                if (c->state == StartupState::sending_reply || c->state == StartupState::sending_reject)
+                    answering.push_back(id);
+            for (ConnectionId id : answering) {
+                Connection* c = find_locked(id);
+                if (!c)
+                    continue;
+                send_locked(*c);  // a reject retires, a Reply's socket goes to the hand-off
+                c = find_locked(id);
+                if (c && (c->state == StartupState::sending_reply || c->state == StartupState::sending_reject))
+                    full.push_back({c->fd, POLLOUT, 0});
+            }
+            if (!actions_.empty())
+                wake();  // a hand-off for the CM thread
+        }
+        if (full.empty())
+            return true;
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0)
+            return false;
+        ::poll(full.data(), full.size(), static_cast<int>(left));
+    }
+}
+
 // ---------------------------------------------------------------- facade
 
 ConnectionManager::ConnectionManager(CmSettings settings)
@@ -1325,6 +1364,11 @@ void ConnectionManager::notify_disconnected(ConnectionId id, int error)
 }
 
 void ConnectionManager::destroy(ConnectionId id) { loop_->destroy(id); }
+
+bool ConnectionManager::flush_answers(std::chrono::steady_clock::time_point deadline)
+{
+    return loop_->flush_answers(deadline);
+}
 
 int ConnectionManager::listener_stats(ListenerId id, ListenerStats* out) const
 {

@@ -39,6 +39,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -213,6 +214,15 @@ public:
 
     // 0, -ENOENT for an unknown listener, -EINVAL without `out`.
     int listener_stats(ListenerId id, ListenerStats* out) const;
+
+    // For process exit: sends, from the calling thread, the MPA Replies that
+    // accept() and reject() left to the CM thread, as a kernel CM has them
+    // on the wire once the call returns (a rejected peer must still get the
+    // private data when the process exits right after rdma_reject).  Waits
+    // for a full socket until `deadline`; true when nothing was left unsent.
+    // Safe from inside a handler, and from an exit() that interrupted a
+    // thread holding the CM's lock (it gives up at the deadline).
+    bool flush_answers(std::chrono::steady_clock::time_point deadline);
 
 private:
     struct Listener;

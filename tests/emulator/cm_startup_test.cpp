@@ -1531,6 +1531,117 @@ TEST(CmRawPeer, ResponderRepliesStrictly)
     ::close(fd);
 }
 
+// Process exit right after rdma_reject / rdma_accept (issue 24.4): the
+// answer is still queued for the CM thread.  Here that thread is held in
+// the connect_request handler -- as when exit() runs before it gets the
+// CPU -- so the Reply can only leave through flush_answers().
+struct AnswerInHandler {
+    enum class Answer { reject, accept };
+    explicit AnswerInHandler(Answer a) : answer(a)
+    {
+        const sockaddr_storage any = loopback();
+        EXPECT_EQ(cm.listen(reinterpret_cast<const sockaddr*>(&any), sizeof(sockaddr_in), 4,
+                            [this](const CmEvent& ev) { on_event(ev); }, &lid, &addr),
+                  0);
+    }
+    ~AnswerInHandler() { release(); }
+    void on_event(const CmEvent& ev)
+    {
+        if (ev.type != CmEventType::connect_request)
+            return;
+        const Bytes pd = bytes_of("answered, then exit()");
+        int rc;
+        if (answer == Answer::reject) {
+            rc = cm.reject(ev.connection, pd);
+        } else {
+            AcceptArgs aa;
+            aa.private_data = pd;
+            aa.endpoint = qp.endpoint();
+            rc = cm.accept(ev.connection, aa);
+        }
+        const bool flushed = rc == 0 && cm.flush_answers(std::chrono::steady_clock::now() + 1s);
+        std::unique_lock lock(mu);
+        answered = rc == 0;
+        all_sent = flushed;
+        handled = true;
+        cv.notify_all();
+        cv.wait_for(lock, 10s, [this] { return released; });  // the frame must not come from here
+    }
+    // The handler's own account: answered, and flush_answers() sent all.
+    bool answered_and_flushed()
+    {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, 5s, [this] { return handled; });
+        return answered && all_sent;
+    }
+    void release()
+    {
+        std::lock_guard lock(mu);
+        released = true;
+        cv.notify_all();
+    }
+    const Answer answer;
+    AttachLog qp;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool handled = false, answered = false, all_sent = false, released = false;
+    ConnectionManager cm;  // after what its handler touches: destroyed first
+    ListenerId lid = 0;
+    sockaddr_storage addr{};
+};
+
+Bytes request_frame()
+{
+    wire::MpaFrame f;
+    f.type = wire::MpaFrameType::request;
+    f.rev = 2;
+    f.crc = true;
+    f.enhanced = wire::MpaEnhancedData{true, false, 4, true, true, 2};
+    return encode(f);
+}
+
+TEST(CmRawPeer, FlushAnswersSendsAQueuedRejectFromTheCallingThread)
+{
+    AnswerInHandler srv(AnswerInHandler::Answer::reject);
+    const int fd = raw_connect(srv.addr);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_all(fd, request_frame()));
+    auto rep = read_frame(fd);  // while the CM thread is still held
+    srv.release();
+    ASSERT_TRUE(rep) << "the Reject never left";
+    const wire::MpaFrame f = parse(*rep, wire::MpaFrameType::reply);
+    EXPECT_TRUE(f.reject);
+    EXPECT_EQ(Bytes(f.private_data.begin(), f.private_data.end()), bytes_of("answered, then exit()"));
+    EXPECT_TRUE(peer_closes(fd));  // a reject closes the connection gracefully
+    EXPECT_TRUE(srv.answered_and_flushed());
+    ::close(fd);
+}
+
+TEST(CmRawPeer, FlushAnswersSendsAQueuedAcceptReplyAndTheHandOffStillFollows)
+{
+    AnswerInHandler srv(AnswerInHandler::Answer::accept);
+    const int fd = raw_connect(srv.addr);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_all(fd, request_frame()));
+    auto rep = read_frame(fd);
+    srv.release();
+    ASSERT_TRUE(rep) << "the Reply never left";
+    const wire::MpaFrame f = parse(*rep, wire::MpaFrameType::reply);
+    EXPECT_FALSE(f.reject);
+    EXPECT_EQ(Bytes(f.private_data.begin(), f.private_data.end()), bytes_of("answered, then exit()"));
+    EXPECT_TRUE(srv.qp.wait());  // the CM thread, once free, hands the socket to the QP
+    EXPECT_TRUE(srv.answered_and_flushed());
+    ::close(fd);
+}
+
+TEST(CmRawPeer, FlushAnswersWithNothingQueuedReturnsAtOnce)
+{
+    RawPeerListener srv;
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(srv.cm.flush_answers(start + 5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
 TEST(CmStartup, ManyConcurrentConnectionsAndCleanTeardown)
 {
     Pair p({}, {});

@@ -313,6 +313,46 @@ void test_connect_reject_accept() {
 // GET_EVENT blocks in write() without holding up other commands on the same
 // fd (rping's CM thread), wakes for an event queued by another thread, and
 // returns EINTR for a signal whose handler has no SA_RESTART (qperf, perftest -D).
+// A connect request destroyed unanswered is rejected, as iw_cm does: the
+// client gets an MPA Reject (REJECTED, ECONNREFUSED), not a reset.  The
+// shim used to destroy the connection right behind its reject, so the
+// Reject was cut off by the RST (status ECONNRESET).
+void test_destroy_unanswered_request_rejects() {
+    Side srv, cli;
+    srv.ch = rdma_create_event_channel();
+    cli.ch = rdma_create_event_channel();
+    CHECK(srv.ch && cli.ch);
+    set_nonblocking(srv.ch);
+    set_nonblocking(cli.ch);
+    rdma_cm_id* listener = nullptr;
+    CHECK(rdma_create_id(srv.ch, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    CHECK(rdma_listen(listener, 4) == 0);
+    const uint16_t port = ntohs(rdma_get_src_port(listener));
+    for (int round = 0; round < 10; ++round) {
+        CHECK(client_ready(cli, port));
+        rdma_conn_param cp{};
+        cp.responder_resources = cp.initiator_depth = 1;
+        CHECK(rdma_connect(cli.id, &cp) == 0);
+        rdma_cm_event* ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+        CHECK(ev);
+        if (!ev) break;
+        rdma_cm_id* child = ev->id;
+        rdma_ack_cm_event(ev);
+        CHECK(rdma_destroy_id(child) == 0);
+        CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_REJECTED)));
+        if (ev) {
+            CHECK(ev->status == -ECONNREFUSED);
+            rdma_ack_cm_event(ev);
+        }
+        destroy_side(cli);
+    }
+    CHECK(rdma_destroy_id(listener) == 0);
+    rdma_destroy_event_channel(cli.ch);
+    rdma_destroy_event_channel(srv.ch);
+}
+
 void test_blocking_get_event() {
     rdma_event_channel* ch = rdma_create_event_channel();
     CHECK(ch);
@@ -527,6 +567,7 @@ int main() {
         {"bind_rules", test_bind_rules},
         {"readiness_and_qp_attrs", test_readiness_and_qp_attrs},
         {"connect_reject_accept", test_connect_reject_accept},
+        {"destroy_unanswered_request_rejects", test_destroy_unanswered_request_rejects},
         {"blocking_get_event", test_blocking_get_event},
         {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
         {"fork_child_connects_to_parent", test_fork_child_connects_to_parent},

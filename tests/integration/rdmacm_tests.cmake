@@ -116,3 +116,13 @@ iwemu_rdmacm_test(qperf_rc_rdma_write_lat
 # the RNR wait too (each Immediate Data consumes a receive).
 iwemu_rdmacm_test(qperf_rc_rdma_write_bw
   ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_bw)
+
+# rdma_reject / rdma_accept with private data and exit() right after: the
+# peer sees the answer every time (issue 24.4, the MPA Reply flushed at exit).
+add_executable(rdmacm_answer_exit ${RDMACM_HERE}/rdmacm_answer_exit.c)
+target_link_libraries(rdmacm_answer_exit PRIVATE ${RDMACM_LIBRARY} ${IBVERBS_LIBRARY})
+add_dependencies(rdmacm_answer_exit iwemu_run iwemu_shim iwemu_provider)
+foreach(answer reject accept)
+  iwemu_rdmacm_test(${answer}_then_exit ${RDMACM_HERE}/rdmacm_answer_exit.sh
+    $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_answer_exit> ${answer} 50)
+endforeach()
