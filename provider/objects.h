@@ -51,6 +51,15 @@ inline T* fail(int err)
     return nullptr;
 }
 
+// The same for the int-returning destroy verbs: with the kernel, libibverbs
+// returns the errno of the failed write() to the uverbs fd, so errno holds it
+// too, and programs print strerror(errno) (perftest on a busy PD).
+inline int fail_status(int err)
+{
+    errno = err;
+    return err;
+}
+
 struct Pd {
     ibv_pd ibv;
     ProtectionDomain* emu;
@@ -139,7 +148,7 @@ std::mutex& routing_lock();
 // Destroys an emulator object that may raise async events: unlinked from
 // its provider struct first (under the routing lock), so an event racing
 // with the destroy finds no owner instead of a freed struct; relinked if
-// the emulator refuses (EBUSY).
+// the emulator refuses (EBUSY, left in errno as well).
 template <typename EmuObject, typename Provider, typename Destroy>
 inline int detach_and_destroy(EmuObject* obj, Provider* mine, Destroy destroy)
 {
@@ -151,8 +160,9 @@ inline int detach_and_destroy(EmuObject* obj, Provider* mine, Destroy destroy)
     if (err) {
         std::lock_guard lock(routing_lock());
         obj->user_context = mine;
+        return fail_status(err);
     }
-    return err;
+    return 0;
 }
 
 // Receive WRs go to the emulator in stack batches: no allocation on the

@@ -24,7 +24,7 @@ ibv_pd* alloc_pd(ibv_context* ctx)
 int dealloc_pd(ibv_pd* ibpd)
 {
     Pd* pd = to_pd(ibpd);
-    if (int err = emu().dealloc_pd(pd->emu)) return err;
+    if (int err = emu().dealloc_pd(pd->emu)) return fail_status(err);
     untrack(ibpd->context, &ContextObjects::pds, pd);
     free(pd);
     return 0;
@@ -58,7 +58,7 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
 int dereg_mr(verbs_mr* vmr)
 {
     Mr* mr = reinterpret_cast<Mr*>(vmr);
-    if (int err = emu().dereg_mr(mr->emu)) return err;
+    if (int err = emu().dereg_mr(mr->emu)) return fail_status(err);
     untrack(vmr->ibv_mr.context, &ContextObjects::mrs, mr);
     free(mr);
     return 0;
