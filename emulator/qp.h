@@ -394,7 +394,9 @@ private:
     ProtectionDomain* const pd_;
     QpInitAttr init_;
     uint32_t access_flags_ = 0;
-    std::atomic<QpState> state_{QpState::reset};
+    // Created in IDLE, which an iWARP RNIC reports as INIT (kernel siw maps
+    // IDLE to INIT, cxgb4 starts there); RESET only when asked for.
+    std::atomic<QpState> state_{QpState::init};
     std::function<void(QpConnectionEvent)> conn_handler_;
     std::mutex handler_lock_;
 

@@ -48,7 +48,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* ibpd, ibv_qp_init_attr* init)
     q.srq = init->srq;
     q.handle = qp->emu->qp_num();
     q.qp_num = qp->emu->qp_num();
-    q.state = IBV_QPS_RESET;
+    q.state = IBV_QPS_INIT;  // what ibv_query_qp reports (emulator/qp.h)
     q.qp_type = IBV_QPT_RC;
     q.events_completed = 0;
     pthread_mutex_init(&q.mutex, nullptr);

@@ -244,7 +244,9 @@ int main()
     ia.qp_context = reinterpret_cast<void*>(0x5678);
     ibv_qp* qp = ibv_create_qp(pd, &ia);
     REQUIRE(qp);
-    CHECK(qp->qp_num != 0 && qp->state == IBV_QPS_RESET && qp->qp_context == reinterpret_cast<void*>(0x5678));
+    // An iWARP QP is in INIT once created (kernel siw, cxgb4; rdma-core's
+    // test_query_rc_qp): IDLE, which RESET and INIT both map to.
+    CHECK(qp->qp_num != 0 && qp->state == IBV_QPS_INIT && qp->qp_context == reinterpret_cast<void*>(0x5678));
     CHECK(ia.cap.max_send_wr >= 16 && ia.cap.max_recv_wr >= 16);
 
     ibv_qp_init_attr ia_srq = ia;
@@ -260,7 +262,13 @@ int main()
 
     ibv_qp_attr attr{};
     ibv_qp_init_attr qinit{};
-    CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &qinit) == 0 && attr.qp_state == IBV_QPS_RESET);
+    CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &qinit) == 0 && attr.qp_state == IBV_QPS_INIT);
+    CHECK(attr.cur_qp_state == IBV_QPS_INIT);
+    // RESET is still reachable, and INIT again from there.
+    attr = {};
+    attr.qp_state = IBV_QPS_RESET;
+    CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == 0);
+    CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE, &qinit) == 0 && attr.qp_state == IBV_QPS_RESET);
     attr = {};
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
