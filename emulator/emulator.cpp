@@ -252,7 +252,10 @@ int Emulator::create_qp(ProtectionDomain* pd, QpInitAttr& attr, QueuePair** out)
         cap.max_inline_data > limits::max_inline_data)
         return EINVAL;
     if (attr.srq && attr.srq->pd() != pd) return EINVAL;
-    // Grant at least one WQE/SGE, and inline at least what an SGE list holds.
+    // Grant at least one WQE/SGE.  Inline data is bounded by the device,
+    // not by the request, as kernel siw checks it (SIW_MAX_INLINE): every
+    // send WQE holds the device maximum, and that is what the QP reports.
+    cap.max_inline_data = limits::max_inline_data;
     if (cap.max_send_wr == 0) cap.max_send_wr = 1;
     if (!attr.srq && cap.max_recv_wr == 0) cap.max_recv_wr = 1;
     if (cap.max_send_sge == 0) cap.max_send_sge = 1;

@@ -181,6 +181,40 @@ TEST(Datapath, InlineAndUnsignaled)
     EXPECT_EQ(p.a->post_send(WrOpcode::send, big.data(), 1000, nullptr, 12, 0, 0, send_inline), EINVAL);
 }
 
+// Inline is bounded by the device, not by the QP's request (kernel siw
+// checks SIW_MAX_INLINE only): rdma_xclient asks for max_inline_data 0 and
+// posts 16 octets inline.  More than the device maximum stays EINVAL.
+TEST(Datapath, InlineUpToTheDeviceMaximumWhateverTheQpAskedFor)
+{
+    PairOptions o;
+    o.cap.max_inline_data = 0;
+    LoopbackPair p(o);
+    QpAttr qa;
+    QpInitAttr qi;
+    ASSERT_EQ(p.a->qp->query(&qa, &qi), 0);
+    EXPECT_EQ(qa.cap.max_inline_data, limits::max_inline_data);  // what may be posted
+    std::vector<uint8_t> dst(2 * limits::max_inline_data);
+    auto* dmr = p.b->reg(dst.data(), dst.size());
+    ASSERT_EQ(p.b->post_recv(dst.data(), dst.size(), dmr, 1), 0);
+    ASSERT_EQ(p.b->post_recv(dst.data(), dst.size(), dmr, 2), 0);
+    std::vector<char> msg(limits::max_inline_data + 1, 'i');
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, msg.data(), 16, nullptr, 10, 0, 0, send_inline | send_signaled), 0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, msg.data(), limits::max_inline_data, nullptr, 11, 0, 0,
+                             send_inline | send_signaled),
+              0);
+    EXPECT_EQ(p.a->post_send(WrOpcode::send, msg.data(), limits::max_inline_data + 1, nullptr, 12, 0, 0,
+                             send_inline | send_signaled),
+              EINVAL);
+    auto r = p.b->wait(p.b->rcq, 2);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].byte_len, 16u);
+    EXPECT_EQ(r[1].byte_len, limits::max_inline_data);
+    EXPECT_EQ(dst[limits::max_inline_data - 1], 'i');
+    auto s = p.a->wait(p.a->scq, 2);
+    ASSERT_EQ(s.size(), 2u);
+    for (const auto& c : s) EXPECT_EQ(c.status, WcStatus::success);
+}
+
 TEST(Datapath, SolicitedEventNotification)
 {
     LoopbackPair p;

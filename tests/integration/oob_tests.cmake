@@ -20,12 +20,20 @@ iwemu_oob_test(perftest_ib_write_bw_q8
   ${OOB_HERE}/oob_perftest.sh $<TARGET_FILE:iwemu_run> ib_write_bw 127.0.0.1 -q 8 -n 500)
 iwemu_oob_test(perftest_ib_send_bw_nonloopback
   ${OOB_HERE}/oob_perftest.sh $<TARGET_FILE:iwemu_run> ib_send_bw nonloopback -n 500)
-iwemu_oob_test(ibv_rc_pingpong ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
+iwemu_oob_test(ibv_rc_pingpong ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> ibv_rc_pingpong 127.0.0.1)
 # No privilege is needed (as nobody when run as root; skipped otherwise).
 iwemu_oob_test(ibv_rc_pingpong.unprivileged
-  ${OOB_HERE}/as_nobody.sh ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1)
+  ${OOB_HERE}/as_nobody.sh ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> ibv_rc_pingpong 127.0.0.1)
 iwemu_oob_test(ibv_rc_pingpong_64k
-  ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 -s 65536 -n 1000)
+  ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> ibv_rc_pingpong 127.0.0.1 -s 65536 -n 1000)
+# -e: each side sleeps in ibv_get_cq_event for its completions.
+iwemu_oob_test(ibv_rc_pingpong_events
+  ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> ibv_rc_pingpong 127.0.0.1 -e)
+# 16 QPs sharing one SRQ (its receive completions name the QP), and with -e.
+iwemu_oob_test(ibv_srq_pingpong
+  ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> ibv_srq_pingpong 127.0.0.1)
+iwemu_oob_test(ibv_srq_pingpong_events
+  ${OOB_HERE}/oob_pingpong.sh $<TARGET_FILE:iwemu_run> ibv_srq_pingpong 127.0.0.1 -e)
 
 # Ordering, active/active, error paths and QPN space in one process (short
 # timeouts so that every failure case is reported within a few seconds).

@@ -126,3 +126,17 @@ foreach(answer reject accept)
   iwemu_rdmacm_test(${answer}_then_exit ${RDMACM_HERE}/rdmacm_answer_exit.sh
     $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_answer_exit> ${answer} 50)
 endforeach()
+
+# rdma_xserver / rdma_xclient over RC: the client posts 16 octets inline on a
+# QP created with max_inline_data 0 (inline is bounded by the device, as siw
+# checks it).
+iwemu_rdmacm_test(rdma_xserver_xclient
+  ${RDMACM_HERE}/rdmacm_rdma_xserver_xclient.sh $<TARGET_FILE:iwemu_run>)
+# rstream (rsockets): its default run (latency tests, then bandwidth tests
+# with rsockets' inline set to 0), a latency and a bandwidth test with every
+# transfer verified (-T v).
+iwemu_rdmacm_test(rstream ${RDMACM_HERE}/rdmacm_rstream.sh $<TARGET_FILE:iwemu_run>)
+iwemu_rdmacm_test(rstream_latency_verified
+  ${RDMACM_HERE}/rdmacm_rstream.sh $<TARGET_FILE:iwemu_run> -S 4096 -C 1 -I 1000 -T v)
+iwemu_rdmacm_test(rstream_bandwidth_verified
+  ${RDMACM_HERE}/rdmacm_rstream.sh $<TARGET_FILE:iwemu_run> -S 65536 -C 500 -I 1 -T v)
