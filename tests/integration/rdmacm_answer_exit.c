@@ -51,18 +51,18 @@ static int expect(struct rdma_event_channel* ch, enum rdma_cm_event_type type)
 }
 
 /* A small RC QP on id (what rdma_connect / rdma_accept name). */
-static int create_qp(struct rdma_cm_id* id)
+static int create_qp(struct rdma_cm_id* id, struct ibv_pd** pd, struct ibv_cq** cq)
 {
     struct ibv_qp_init_attr attr;
-    struct ibv_pd* pd = ibv_alloc_pd(id->verbs);
-    struct ibv_cq* cq = pd ? ibv_create_cq(id->verbs, 4, NULL, NULL, 0) : NULL;
-    if (!cq) return -1;
+    *pd = ibv_alloc_pd(id->verbs);
+    *cq = *pd ? ibv_create_cq(id->verbs, 4, NULL, NULL, 0) : NULL;
+    if (!*cq) return -1;
     memset(&attr, 0, sizeof attr);
-    attr.send_cq = attr.recv_cq = cq;
+    attr.send_cq = attr.recv_cq = *cq;
     attr.qp_type = IBV_QPT_RC;
     attr.cap.max_send_wr = attr.cap.max_recv_wr = 2;
     attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-    return rdma_create_qp(id, pd, &attr);
+    return rdma_create_qp(id, *pd, &attr);
 }
 
 static int server(int reject, struct sockaddr_in* addr)
@@ -71,6 +71,8 @@ static int server(int reject, struct sockaddr_in* addr)
     struct rdma_cm_id* listener;
     struct rdma_cm_event* ev;
     struct rdma_conn_param param;
+    struct ibv_pd* pd;
+    struct ibv_cq* cq;
     if (!ch || rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP)) return fail("rdma_create_id");
     if (rdma_bind_addr(listener, (struct sockaddr*)addr) || rdma_listen(listener, 1)) return fail("rdma_listen");
     ev = next_event(ch);
@@ -81,7 +83,7 @@ static int server(int reject, struct sockaddr_in* addr)
     if (reject) {
         if (rdma_reject(ev->id, server_says, sizeof server_says)) return fail("rdma_reject");
     } else {
-        if (create_qp(ev->id)) return fail("rdma_create_qp");
+        if (create_qp(ev->id, &pd, &cq)) return fail("rdma_create_qp");
         memset(&param, 0, sizeof param);
         param.private_data = server_says;
         param.private_data_len = sizeof server_says;
@@ -98,12 +100,14 @@ static int client(int reject, struct sockaddr_in* addr)
     struct rdma_cm_event* ev;
     struct rdma_conn_param param;
     enum rdma_cm_event_type want = reject ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_ESTABLISHED;
+    struct ibv_pd* pd;
+    struct ibv_cq* cq;
     int ok;
     if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) return fail("rdma_create_id");
     if (rdma_resolve_addr(id, NULL, (struct sockaddr*)addr, 2000) || expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED))
         return fail("rdma_resolve_addr");
     if (rdma_resolve_route(id, 2000) || expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED)) return fail("rdma_resolve_route");
-    if (create_qp(id)) return fail("rdma_create_qp");
+    if (create_qp(id, &pd, &cq)) return fail("rdma_create_qp");
     memset(&param, 0, sizeof param);
     param.private_data = client_says;
     param.private_data_len = sizeof client_says;
@@ -117,6 +121,13 @@ static int client(int reject, struct sockaddr_in* addr)
          memcmp(ev->param.conn.private_data, server_says, sizeof server_says) == 0;
     printf("%s (status %d), private data of %u octets%s\n", rdma_event_str(ev->event), ev->status,
            ev->param.conn.private_data_len, ok ? ", the server's" : "");
+    rdma_ack_cm_event(ev);
+    /* The client cleans up (leak checkers watch it); the server did not. */
+    rdma_destroy_qp(id);
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch);
     return ok ? 0 : 1;
 }
 
