@@ -33,6 +33,7 @@ Engine::~Engine()
 {
     stop();
     if (thread_.joinable()) thread_.join();
+    linger_close_all();
     if (epfd_ >= 0) close(epfd_);
     if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -215,7 +216,7 @@ void Engine::run()
             busy = now - app_calls_changed > app_idle_after;
         }
         if (busy && now - last_work < spin) timeout = 0;
-        timeout = next_timeout_ms(lease_timeout_ms(timeout));
+        timeout = linger_timeout_ms(next_timeout_ms(lease_timeout_ms(timeout)));
         if (timeout < 0) {
             asleep_unbounded_.store(true);
             if (owner_count_.load() > 0) timeout = poll_lease_tick_ms;
@@ -235,6 +236,10 @@ void Engine::run()
                 (void)ignored;
                 continue;
             }
+            if (is_linger_tag(events[i].data.u64)) {
+                linger_ready(static_cast<int>(events[i].data.u64 & ~linger_tag));
+                continue;
+            }
             // Look the QP up by number: a QP destroyed meanwhile is simply gone.
             std::shared_ptr<QueuePair> qp = emu_.find_qp(static_cast<uint32_t>(events[i].data.u64));
             if (!qp) continue;
@@ -247,6 +252,7 @@ void Engine::run()
         }
         fire_timers();
         check_poll_leases();
+        linger_expire();
     }
     exited_.store(true, std::memory_order_release);
 }

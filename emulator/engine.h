@@ -16,6 +16,10 @@
 // application thread owns some QP's receive path, the loop wakes once per
 // lease tick and hands back the receive path of every QP nobody polled
 // since the previous tick.
+//
+// And the sockets of destroyed QPs whose stream ends gracefully
+// (close_linger.cpp): their FIN is queued; the loop reads and discards
+// until the peer's FIN, then closes them and reports the end.
 #pragma once
 
 #include <atomic>
@@ -62,12 +66,38 @@ public:
     // application sleeps elsewhere.
     static constexpr std::chrono::milliseconds app_idle_after{2};
 
+    // A destroyed QP's socket whose stream ends gracefully (close_linger.cpp):
+    // our FIN is queued (shutdown(SHUT_WR) done).  The engine reads and
+    // discards what the peer still sends until its FIN, an error, or
+    // close_linger_max, then closes the socket and calls done(0: the
+    // peer closed, else the error), from the engine thread with no lock held.
+    // Closing at once instead would turn unread input into an RST, which
+    // discards what the peer has not taken from TCP yet, and would leave the
+    // CM without the peer's FIN (rdma_cm DISCONNECTED).  After stop() the
+    // socket is drained and closed at once, and done is not called.
+    void linger_close(int fd, std::function<void(int error)> done);
+    static constexpr auto close_linger_max = std::chrono::seconds(60);
+    size_t lingering() const;  // sockets in linger_close (tests)
+
 private:
     void run();
     int next_timeout_ms(int idle_timeout_ms);
     void fire_timers();
     int lease_timeout_ms(int timeout_ms);
     void check_poll_leases();
+    // close_linger.cpp
+    struct LingeringSocket {
+        int fd;
+        Clock::time_point deadline;
+        std::function<void(int error)> done;
+    };
+    static constexpr uint64_t linger_tag = uint64_t{1} << 62;  // epoll data: linger_tag | fd
+    static bool is_linger_tag(uint64_t data) { return data != UINT64_MAX && (data & linger_tag); }
+    void linger_ready(int fd);
+    void linger_expire();
+    int linger_timeout_ms(int timeout_ms);
+    void linger_finish(LingeringSocket s, int error);
+    void linger_close_all();
 
     struct QpTimer {
         uint32_t qp_num;
@@ -94,6 +124,9 @@ private:
     int lease_idle_ticks_ = 0;                // engine thread: ticks without owners or takes
     Clock::time_point next_lease_check_{};    // engine thread
     static constexpr int poll_lease_linger_ticks = 200;
+    mutable std::mutex linger_lock_;
+    std::vector<LingeringSocket> lingering_;  // few at a time
+    std::atomic<size_t> linger_count_{0};
     std::thread thread_;
 };
 

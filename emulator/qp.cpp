@@ -561,13 +561,22 @@ void QueuePair::close_socket_locked(bool abortive)
 {
     const int fd = fd_.load();
     if (fd < 0) return;
-    emu_.engine().watch(fd, qp_num_, engine_events_, 0);
-    engine_events_ = 0;
     if (abortive) {
         linger lg{1, 0};  // RST instead of FIN (RDMAP-026 LLP abortive termination)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     }
+    detach_socket_locked();
     ::close(fd);
+}
+
+// The QP lets go of its socket (to close it, or to hand it over): out of
+// the engine's epoll set, nothing more to send.
+void QueuePair::detach_socket_locked()
+{
+    const int fd = fd_.load();
+    if (fd < 0) return;
+    emu_.engine().watch(fd, qp_num_, engine_events_, 0);
+    engine_events_ = 0;
     fd_.store(-1, std::memory_order_release);
     epollout_ = false;
     tx_backlog_.store(false, std::memory_order_relaxed);
@@ -578,9 +587,31 @@ void QueuePair::close_socket_locked(bool abortive)
 
 void QueuePair::shutdown_for_destroy()
 {
-    std::lock_guard<std::mutex> rg(rx_lock_);
-    std::lock_guard<std::mutex> sg(sq_lock_);
-    shutdown_locked();
+    std::unique_lock<std::mutex> rg(rx_lock_);
+    std::unique_lock<std::mutex> sg(sq_lock_);
+    const int closing_fd = shutdown_locked(true);
+    log_counters_locked();
+    sg.unlock();
+    rg.unlock();
+    if (closing_fd >= 0) linger_after_destroy(closing_fd);
+}
+
+// The end of a clean stream outlives the QP (Engine::linger_close): the
+// CM hears the peer's FIN through the handler the QP had.
+void QueuePair::linger_after_destroy(int fd)
+{
+    std::function<void(QpConnectionEvent)> h;
+    {
+        std::lock_guard<std::mutex> g(handler_lock_);
+        h = std::move(conn_handler_);
+    }
+    emu_.engine().linger_close(fd, [h = std::move(h)](int error) {
+        if (h) h(error == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
+    });
+}
+
+void QueuePair::log_counters_locked() const
+{
     const QpCounters& c = counters_;
     IWEMU_LOG(info,
               "qp %u: tx %" PRIu64 " FPDUs %" PRIu64 " B in %" PRIu64 " sendmsg; rx %" PRIu64 " FPDUs %" PRIu64
@@ -599,11 +630,11 @@ bool QueuePair::shutdown_at_exit(std::chrono::steady_clock::time_point deadline)
         if (std::chrono::steady_clock::now() >= deadline) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    shutdown_locked();
+    shutdown_locked(false);
     return true;
 }
 
-void QueuePair::shutdown_locked()
+int QueuePair::shutdown_locked(bool linger)
 {
     destroyed_ = true;
     // A clean stream (all FPDUs handed to TCP, no Terminate) ends with a FIN,
@@ -614,11 +645,23 @@ void QueuePair::shutdown_locked()
     // A Terminate already handed to TCP (FIN queued behind it) is clean too:
     // an RST would discard it, and with it the peer's only error report
     // (RFC 5040 §6.2.1), when it still sits behind Read Response data.
+    // A clean stream whose peer has not closed yet is not closed here but
+    // handed to the engine (`linger`, returned to the caller): close() with
+    // unread input would reset it all the same, and the peer's FIN is still
+    // owed to the CM (close_linger.cpp).
     const QpState st = state_.load();
     const bool clean = iov_count_ == 0 && (((st == QpState::rts || st == QpState::sqd) && !terminate_pending_ &&
                                             !tx_stopped_) ||
                                            terminate_sent_);
-    close_socket_locked(!clean);
+    int linger_fd = -1;
+    if (clean && linger && fd_.load() >= 0 && !peer_fin_.load()) {
+        linger_fd = fd_.load();
+        if (!fin_sent_) ::shutdown(linger_fd, SHUT_WR);
+        fin_sent_ = true;
+        detach_socket_locked();
+    } else {
+        close_socket_locked(!clean);
+    }
     for (uint32_t i = 0; i < irq_count_; ++i) {
         ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
         if (j.source) StagTable::release(j.source);
@@ -630,6 +673,7 @@ void QueuePair::shutdown_locked()
         rx_mr_ = nullptr;
     }
     state_.store(QpState::err);
+    return linger_fd;
 }
 
 // ------------------------------------------------------------- flushing ----

@@ -377,7 +377,12 @@ private:
     size_t build_rtr_locked(RtrType type);
     void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
     void flush_rq();                          // rx_lock_ held
-    void shutdown_locked();                   // rx_lock_ + sq_lock_ held: shutdown_for_destroy
+    // rx_lock_ + sq_lock_ held: shutdown_for_destroy (linger) and at exit.
+    // Returns a socket whose graceful end is left to the engine, or -1.
+    int shutdown_locked(bool linger);
+    void linger_after_destroy(int fd);        // no lock: Engine::linger_close with the CM's handler
+    void log_counters_locked() const;
+    void detach_socket_locked();              // close_socket_locked without the close
     void close_socket_locked(bool abortive);
     void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
     void close_locked();                      // rx_lock_ + sq_lock_ held: RTS -> CLOSING (disconnect, SQD)

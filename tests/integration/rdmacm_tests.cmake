@@ -45,6 +45,11 @@ iwemu_rdmacm_test_both(rping ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_
 iwemu_rdmacm_test(rping_nonloopback
   ${RDMACM_HERE}/rdmacm_rping.sh $<TARGET_FILE:iwemu_run> nonloopback 200 4096)
 
+# cmtime: connect, then disconnect and destroy the QP at once; every side
+# still gets DISCONNECTED (20 runs each, a race: issue 24 item 1).
+iwemu_rdmacm_test(cmtime_c1 ${RDMACM_HERE}/rdmacm_cmtime.sh $<TARGET_FILE:iwemu_run> 20 1)
+iwemu_rdmacm_test(cmtime_c50 ${RDMACM_HERE}/rdmacm_cmtime.sh $<TARGET_FILE:iwemu_run> 20 50)
+
 # perftest with -R: control channel and test QPs through rdma_cm.
 foreach(bench ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat)
   iwemu_rdmacm_test(perftest_${bench}

@@ -1,0 +1,158 @@
+// The graceful end of a destroyed QP's stream (Engine::linger_close).
+//
+// A QP destroyed with a clean stream -- after rdma_disconnect, or straight
+// from RTS as perftest does with its control QP -- has queued its FIN.  Two
+// things must still happen that a plain close() cannot do:
+//   - input the peer sends before its FIN (or had sent and we never read)
+//     must be consumed: close() with unread octets makes Linux answer with
+//     an RST, which throws away what the socket still holds for the peer --
+//     the last Send that already completed successfully at our side;
+//   - the peer's FIN must be heard: it is what rdma_cm reports as
+//     DISCONNECTED (cmtime disconnects, destroys its QP at once, then waits
+//     for that event), as the kernel's iw_cm does when the QP is gone.
+// So the socket stays open in the engine's epoll set, read and discarded,
+// until the peer's FIN (done(0)), an error (done(error)) or
+// close_linger_max (done(ETIMEDOUT); a peer that never closes its half),
+// and is closed then.  At stop (emulator teardown) what is left is drained
+// and closed without a callback.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
+#include "emulator/engine.h"
+#include "emulator/log.h"
+
+namespace iwemu {
+
+namespace {
+
+// Reads and drops what the socket holds.  0: the peer's FIN; EAGAIN: open,
+// nothing more now; else the socket's error.
+int drain_input(int fd)
+{
+    std::array<uint8_t, 16384> sink;
+    for (;;) {
+        const ssize_t n = ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+        if (n > 0) continue;
+        if (n == 0) return 0;
+        if (errno == EINTR) continue;
+        return errno == EWOULDBLOCK ? EAGAIN : errno;
+    }
+}
+
+}  // namespace
+
+void Engine::linger_close(int fd, std::function<void(int error)> done)
+{
+    if (stop_.load(std::memory_order_acquire)) {
+        drain_input(fd);
+        ::close(fd);
+        return;
+    }
+    const int err = drain_input(fd);
+    if (err != EAGAIN) {  // the peer's FIN (or an error) is already here
+        ::close(fd);
+        if (done) done(err);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> g(linger_lock_);
+        lingering_.push_back({fd, Clock::now() + close_linger_max, std::move(done)});
+        linger_count_.store(lingering_.size(), std::memory_order_release);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = linger_tag | static_cast<uint32_t>(fd);
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        IWEMU_LOG(warn, "engine: cannot watch closing socket %d: %d", fd, errno);
+        linger_ready(fd);  // drains and closes it, or leaves it to the deadline
+    }
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof one);  // the deadline bounds the next sleep
+    (void)ignored;
+}
+
+size_t Engine::lingering() const
+{
+    std::lock_guard<std::mutex> g(linger_lock_);
+    return lingering_.size();
+}
+
+void Engine::linger_ready(int fd)
+{
+    const int err = drain_input(fd);
+    if (err == EAGAIN) return;
+    LingeringSocket s{};
+    {
+        std::lock_guard<std::mutex> g(linger_lock_);
+        auto it = std::find_if(lingering_.begin(), lingering_.end(), [fd](const auto& l) { return l.fd == fd; });
+        if (it == lingering_.end()) return;
+        s = std::move(*it);
+        *it = std::move(lingering_.back());
+        lingering_.pop_back();
+        linger_count_.store(lingering_.size(), std::memory_order_release);
+    }
+    linger_finish(std::move(s), err);
+}
+
+void Engine::linger_finish(LingeringSocket s, int error)
+{
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, s.fd, nullptr);
+    IWEMU_LOG(debug, "engine: closing socket %d: %s", s.fd,
+              error == 0 ? "the peer closed" : error == ETIMEDOUT ? "the peer never closed" : "error");
+    ::close(s.fd);
+    if (s.done) s.done(error);
+}
+
+void Engine::linger_expire()
+{
+    if (linger_count_.load(std::memory_order_acquire) == 0) return;
+    std::vector<LingeringSocket> due;
+    {
+        std::lock_guard<std::mutex> g(linger_lock_);
+        const auto now = Clock::now();
+        for (size_t i = 0; i < lingering_.size();) {
+            if (lingering_[i].deadline <= now) {
+                due.push_back(std::move(lingering_[i]));
+                lingering_[i] = std::move(lingering_.back());
+                lingering_.pop_back();
+            } else {
+                ++i;
+            }
+        }
+        linger_count_.store(lingering_.size(), std::memory_order_release);
+    }
+    for (auto& s : due) {
+        drain_input(s.fd);
+        linger_finish(std::move(s), ETIMEDOUT);
+    }
+}
+
+int Engine::linger_timeout_ms(int timeout_ms)
+{
+    if (linger_count_.load(std::memory_order_acquire) == 0) return timeout_ms;
+    std::lock_guard<std::mutex> g(linger_lock_);
+    if (lingering_.empty()) return timeout_ms;
+    Clock::time_point first = lingering_.front().deadline;
+    for (const auto& l : lingering_) first = std::min(first, l.deadline);
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(first - Clock::now()).count();
+    const int t = ms <= 0 ? 0 : ms > 60000 ? 60000 : static_cast<int>(ms);
+    return timeout_ms >= 0 && timeout_ms < t ? timeout_ms : t;
+}
+
+void Engine::linger_close_all()
+{
+    std::lock_guard<std::mutex> g(linger_lock_);
+    for (auto& s : lingering_) {
+        drain_input(s.fd);
+        ::close(s.fd);
+    }
+    lingering_.clear();
+    linger_count_.store(0, std::memory_order_release);
+}
+
+}  // namespace iwemu

@@ -1,0 +1,115 @@
+// A QP destroyed with a clean stream ends it gracefully (close_linger.cpp):
+// the peer gets every octet TCP took before the destroy, then a FIN -- not
+// an RST, which close() with unread input would send -- and the CM still
+// hears the peer's FIN after the QP is gone (rdma_cm DISCONNECTED, cmtime's
+// disconnect-then-destroy).  Two emulators over loopback TCP.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "emulator/engine.h"
+#include "tests/emulator/qp_loopback_fixture.h"
+
+namespace iwemu::test {
+namespace {
+
+constexpr auto prompt = 5s;  // "at once" on a loaded 2-core machine
+
+// Nobody reads a socket but an application's empty poll: input stays
+// unread at a QP whose CQs are not polled.
+PairOptions only_polls_receive()
+{
+    PairOptions o;
+    o.config.engine_receives = false;
+    return o;
+}
+
+// Polls side's receive CQ (its empty polls run the receive path) until n
+// completions arrived or the deadline passed.
+std::vector<Completion> receive(Side& side, size_t n)
+{
+    return side.wait(side.rcq, n, prompt);
+}
+
+TEST(DestroyLinger, UnreadInputAtDestroyStillDeliversEverythingAndEndsWithFin)
+{
+    // a's Sends that b has not read when a goes; at most tx_coalesce_after,
+    // so none waits for a batch (with more, a's socket was read meanwhile).
+    constexpr int later = 6;
+    constexpr uint32_t len = 1024;
+    LoopbackPair p{only_polls_receive()};
+    std::vector<uint8_t> a_buf(len * (later + 1)), b_buf(len * (later + 1));
+    fill_pattern(a_buf, 7);
+    MemoryRegion* ma = p.a->reg(a_buf.data(), a_buf.size());
+    MemoryRegion* mb = p.b->reg(b_buf.data(), b_buf.size());
+    for (int i = 0; i <= later; ++i) ASSERT_EQ(p.b->post_recv(b_buf.data() + i * len, len, mb, i), 0);
+
+    // a's first Send opens b's side of the stream (the Responder's gate).
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, a_buf.data(), len, ma, 0), 0);
+    ASSERT_EQ(receive(*p.b, 1).size(), 1u);
+    // a's last Sends, complete at a (TCP took them), unread at b.
+    for (int i = 1; i <= later; ++i)
+        ASSERT_EQ(p.a->post_send(WrOpcode::send, a_buf.data() + i * len, len, ma, i), 0);
+    ASSERT_TRUE(wait_until([&] { return p.a->scq->size() == later + 1; }, prompt));
+    // b's Send to a: a neither polls nor posts any more, so it stays unread
+    // in a's socket.
+    ASSERT_EQ(p.b->post_send(WrOpcode::send, b_buf.data(), 64, mb, 100), 0);
+    ASSERT_TRUE(wait_until([&] { return p.b->scq->size() == 1; }, prompt));
+    std::this_thread::sleep_for(20ms);  // b's input settles in its socket
+    ASSERT_EQ(p.a->emu->destroy_qp(p.a->qp), 0);
+
+    const auto wc = receive(*p.b, later);
+    ASSERT_EQ(wc.size(), static_cast<size_t>(later));
+    for (int i = 0; i < later; ++i) {
+        EXPECT_EQ(wc[i].status, WcStatus::success) << "receive " << i + 1;
+        EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i + 1));
+    }
+    EXPECT_EQ(b_buf, a_buf);
+    // The stream ended with a's FIN: b saw the peer close, not a reset.
+    ASSERT_TRUE(wait_until(
+        [&] {
+            Completion c[4];
+            p.b->rcq->poll(c, 4);  // b's receive path sees the end of the stream
+            return p.b->events.has_conn(QpConnectionEvent::peer_closed) ||
+                   p.b->events.has_conn(QpConnectionEvent::connection_error);
+        },
+        prompt));
+    EXPECT_TRUE(p.b->events.has_conn(QpConnectionEvent::peer_closed));
+    EXPECT_FALSE(p.b->events.has_conn(QpConnectionEvent::connection_error));
+}
+
+TEST(DestroyLinger, PeerFinAfterDestroyIsStillReported)
+{
+    LoopbackPair p;
+    PairBuffers buf(p);
+    // One FPDU from a: the stream is in use, b's side open.
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_write, buf.a.data(), 16, buf.ma, 0,
+                             reinterpret_cast<uint64_t>(buf.b.data()), buf.mb->rkey()),
+              0);
+    ASSERT_EQ(p.a->wait(p.a->scq, 1, prompt).size(), 1u);
+    // cmtime's client: disconnect, destroy the QP at once, wait for DISCONNECTED.
+    p.a->qp->disconnect();
+    ASSERT_EQ(p.a->emu->destroy_qp(p.a->qp), 0);
+    ASSERT_TRUE(p.b->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    // b answered with its FIN: a's connection handler hears it.
+    EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    EXPECT_FALSE(p.a->events.has_conn(QpConnectionEvent::connection_error));
+    EXPECT_TRUE(wait_until([&] { return p.a->emu->engine().lingering() == 0; }, prompt));
+}
+
+// A QP destroyed after the peer's FIN has nothing to wait for: no socket
+// is left behind in the engine.
+TEST(DestroyLinger, NothingLingersOnceBothSidesClosed)
+{
+    LoopbackPair p;
+    p.b->qp->disconnect();
+    ASSERT_TRUE(p.a->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    ASSERT_TRUE(p.b->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    ASSERT_EQ(p.a->emu->destroy_qp(p.a->qp), 0);
+    ASSERT_EQ(p.b->emu->destroy_qp(p.b->qp), 0);
+    EXPECT_EQ(p.a->emu->engine().lingering(), 0u);
+    EXPECT_EQ(p.b->emu->engine().lingering(), 0u);
+}
+
+}  // namespace
+}  // namespace iwemu::test
