@@ -310,6 +310,67 @@ void test_connect_reject_accept() {
 }
 
 
+// rdma_disconnect after the peer has closed returns 0, as the kernel's
+// iw_cm does (CLOSING: "remote peer closed first"): once DISCONNECTED was
+// read, and while it still waits in the queue.
+void test_disconnect_after_peer_closed() {
+    Side srv, cli;
+    srv.ch = rdma_create_event_channel();
+    cli.ch = rdma_create_event_channel();
+    CHECK(srv.ch && cli.ch);
+    set_nonblocking(srv.ch);
+    set_nonblocking(cli.ch);
+    rdma_cm_id* listener = nullptr;
+    CHECK(rdma_create_id(srv.ch, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    CHECK(rdma_listen(listener, 4) == 0);
+    uint16_t port = ntohs(rdma_get_src_port(listener));
+    for (bool event_read : {true, false}) {
+        CHECK(client_ready(cli, port));
+        rdma_conn_param cp{};
+        cp.responder_resources = cp.initiator_depth = 1;
+        CHECK(rdma_connect(cli.id, &cp) == 0);
+        rdma_cm_event* ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+        CHECK(ev);
+        if (!ev) break;
+        rdma_cm_id* child = ev->id;
+        rdma_ack_cm_event(ev);
+        ibv_cq* child_cq = nullptr;
+        CHECK(make_qp(child, &child_cq));
+        CHECK(rdma_accept(child, &cp) == 0);
+        CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED)));
+        if (ev) rdma_ack_cm_event(ev);
+        CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED)));
+        if (ev) rdma_ack_cm_event(ev);
+        CHECK(rdma_disconnect(child) == 0);  // the server closes first
+        if (event_read) {
+            CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED)));
+            if (ev) rdma_ack_cm_event(ev);
+        } else {
+            CHECK(readable(cli.ch->fd, 2000));  // DISCONNECTED queued, not read
+        }
+        errno = 0;
+        int rc = rdma_disconnect(cli.id);
+        CHECK(rc == 0);
+        if (rc != 0) std::printf("  rdma_disconnect after the peer closed (event %s): %s\n",
+                                 event_read ? "read" : "queued", std::strerror(errno));
+        if (!event_read) {
+            CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED)));
+            if (ev) rdma_ack_cm_event(ev);
+        }
+        CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED)));
+        if (ev) rdma_ack_cm_event(ev);
+        rdma_destroy_qp(child);
+        ibv_destroy_cq(child_cq);
+        CHECK(rdma_destroy_id(child) == 0);
+        destroy_side(cli);
+    }
+    CHECK(rdma_destroy_id(listener) == 0);
+    rdma_destroy_event_channel(cli.ch);
+    rdma_destroy_event_channel(srv.ch);
+}
+
 // GET_EVENT blocks in write() without holding up other commands on the same
 // fd (rping's CM thread), wakes for an event queued by another thread, and
 // returns EINTR for a signal whose handler has no SA_RESTART (qperf, perftest -D).
@@ -568,6 +629,7 @@ int main() {
         {"readiness_and_qp_attrs", test_readiness_and_qp_attrs},
         {"connect_reject_accept", test_connect_reject_accept},
         {"destroy_unanswered_request_rejects", test_destroy_unanswered_request_rejects},
+        {"disconnect_after_peer_closed", test_disconnect_after_peer_closed},
         {"blocking_get_event", test_blocking_get_event},
         {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
         {"fork_child_connects_to_parent", test_fork_child_connects_to_parent},
