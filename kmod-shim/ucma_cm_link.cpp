@@ -140,7 +140,9 @@ bool on_connect_request(UcmaId& listener, const cm::CmEvent& ev) {
 bool retry_refused_locked(UcmaId& id, const cm::CmEvent& ev);  // below
 
 // Later events of one connection, for the id that owns it.  ucma_lock() held.
-void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
+// Returns the connection the CM may forget now (its last event is out: the
+// id lets go of it, so its DESTROY_ID will not), or 0.
+cm::ConnectionId on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
     UcmaEvent out;
     out.handle = id.handle;
     switch (ev.type) {
@@ -154,7 +156,7 @@ void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
         out.event = RDMA_CM_EVENT_DISCONNECTED;
         break;
     case cm::CmEventType::connect_request:
-        return;  // only listeners get these
+        return 0;  // only listeners get these
     default: {
         Outcome o = failure_outcome(ev);
         out.event = o.event;
@@ -164,17 +166,19 @@ void on_connection_event(UcmaId& id, const cm::CmEvent& ev) {
     }
     }
     bool terminal = ev.type != cm::CmEventType::established;
-    if (terminal && retry_refused_locked(id, ev)) return;
+    if (terminal && retry_refused_locked(id, ev)) return 0;
+    cm::ConnectionId done = 0;
     if (terminal) {
         id.connect_attempt.reset();
         ucma_conn_unbind(id.cm_connection);
+        done = id.cm_connection;
         id.cm_connection = 0;
         if (id.state == CmIdState::connect) ucma_id_set_state(id, CmIdState::disconnect);
     }
     // A child the application never accepted has no uid: the kernel drops
     // its events (the CONNECT_REQUEST itself still goes out).
-    if (id.uid == 0) return;
-    id.file->push(out);
+    if (id.uid != 0) id.file->push(out);
+    return done;
 }
 
 }  // namespace
@@ -335,6 +339,7 @@ int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint) {
 
 void ucma_on_cm_event(uint32_t handle, const cm::CmEvent& ev) {
     bool refuse = false;
+    cm::ConnectionId done = 0;
     {
         std::lock_guard lock(ucma_lock());
         UcmaId* id = ucma_id_find(handle);
@@ -350,13 +355,13 @@ void ucma_on_cm_event(uint32_t handle, const cm::CmEvent& ev) {
                     target = child == no_handle ? nullptr : ucma_id_find(child);
                 }
                 if (target && target->cm_connection == ev.connection)
-                    on_connection_event(*target, ev);
+                    done = on_connection_event(*target, ev);
                 else if (target && !target->cm_connection && target->state == CmIdState::connect &&
                          !target->is_child) {
                     // Active id whose CONNECT has not stored the connection id yet.
                     target->cm_connection = ev.connection;
                     ucma_conn_bind(ev.connection, target->handle);
-                    on_connection_event(*target, ev);
+                    done = on_connection_event(*target, ev);
                 }
             }
         } else if (ev.type == cm::CmEventType::connect_request) {
@@ -368,6 +373,9 @@ void ucma_on_cm_event(uint32_t handle, const cm::CmEvent& ev) {
         // (the kernel's iw_cm rejects such requests too).
         cm_instance().reject(ev.connection, {});
     }
+    // The connection's record (and the QP endpoint it holds) goes now:
+    // nothing names it any more, and it kept a destroyed QP's memory.
+    if (done) cm_instance().destroy(done);
 }
 
 }  // namespace iwemu::shim

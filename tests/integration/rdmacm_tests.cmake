@@ -9,6 +9,10 @@ add_dependencies(rdmacm_api_test iwemu_run iwemu_shim iwemu_provider)
 
 set(RDMACM_HERE ${CMAKE_CURRENT_LIST_DIR})
 
+add_executable(rdmacm_churn_memory ${CMAKE_CURRENT_LIST_DIR}/rdmacm_churn_memory.cpp)
+target_link_libraries(rdmacm_churn_memory PRIVATE ${RDMACM_LIBRARY} ${IBVERBS_LIBRARY})
+add_dependencies(rdmacm_churn_memory iwemu_run iwemu_shim iwemu_provider)
+
 # The id state machine and table on their own (no emulator, no librdmacm).
 add_executable(ucma_id_state_test ${RDMACM_HERE}/ucma_id_state_test.cpp
   ${PROJECT_SOURCE_DIR}/kmod-shim/ucma_ids.cpp)
@@ -30,6 +34,9 @@ function(iwemu_rdmacm_test_both name)
 endfunction()
 
 iwemu_rdmacm_test_both(api $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test>)
+# 5,000 connect/Send/disconnect/destroy cycles in one process: heap and RSS
+# flat (issue 25 item 2: a CM record and its QP's memory per connection).
+iwemu_rdmacm_test(churn_memory $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_churn_memory> 5000)
 iwemu_rdmacm_test(udaddy_fails_cleanly ${RDMACM_HERE}/rdmacm_udaddy.sh $<TARGET_FILE:iwemu_run>)
 iwemu_rdmacm_test_both(ucmatose ${RDMACM_HERE}/rdmacm_ucmatose.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 10)
 iwemu_rdmacm_test(ucmatose_migrate
