@@ -312,7 +312,8 @@ void test_connect_reject_accept() {
 
 // rdma_disconnect after the peer has closed returns 0, as the kernel's
 // iw_cm does (CLOSING: "remote peer closed first"): once DISCONNECTED was
-// read, and while it still waits in the queue.
+// read, while it still waits in the queue, after the client went before
+// the accept, and after a refused connect.
 void test_disconnect_after_peer_closed() {
     Side srv, cli;
     srv.ch = rdma_create_event_channel();
@@ -366,7 +367,42 @@ void test_disconnect_after_peer_closed() {
         CHECK(rdma_destroy_id(child) == 0);
         destroy_side(cli);
     }
+    // The client goes while its request waits for the server's accept.
+    {
+        CHECK(client_ready(cli, port));
+        rdma_conn_param cp{};
+        cp.responder_resources = cp.initiator_depth = 1;
+        CHECK(rdma_connect(cli.id, &cp) == 0);
+        rdma_cm_event* ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+        CHECK(ev);
+        rdma_cm_id* child = ev->id;
+        rdma_ack_cm_event(ev);
+        ibv_cq* child_cq = nullptr;
+        CHECK(make_qp(child, &child_cq));
+        destroy_side(cli);
+        usleep(50000);
+        rdma_accept(child, &cp);  // fails: the request is gone
+        CHECK(rdma_disconnect(child) == 0);
+        rdma_destroy_qp(child);
+        ibv_destroy_cq(child_cq);
+        rdma_destroy_id(child);
+    }
     CHECK(rdma_destroy_id(listener) == 0);
+    // The peer went before the connection was up (nobody listens now): the
+    // QP was never connected, and rdma_disconnect still returns 0 (siw
+    // takes SQD from IDLE as a no-op).
+    CHECK(client_ready(cli, port));
+    rdma_conn_param cp{};
+    cp.responder_resources = cp.initiator_depth = 1;
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    rdma_cm_event* ev = expect(cli.ch, RDMA_CM_EVENT_REJECTED);
+    CHECK(ev);
+    rdma_ack_cm_event(ev);
+    errno = 0;
+    const int rc = rdma_disconnect(cli.id);
+    if (rc != 0) std::printf("  rdma_disconnect after a refused connect: %s\n", std::strerror(errno));
+    CHECK(rc == 0);
+    destroy_side(cli);
     rdma_destroy_event_channel(cli.ch);
     rdma_destroy_event_channel(srv.ch);
 }
