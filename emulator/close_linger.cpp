@@ -46,7 +46,7 @@ int drain_input(int fd)
 
 }  // namespace
 
-void Engine::linger_close(int fd, std::function<void(int error)> done)
+void Engine::linger_close(int fd, std::function<void(int error)> done, std::optional<Clock::time_point> fin_at)
 {
     if (stop_.load(std::memory_order_acquire)) {
         drain_input(fd);
@@ -61,7 +61,7 @@ void Engine::linger_close(int fd, std::function<void(int error)> done)
     }
     {
         std::lock_guard<std::mutex> g(linger_lock_);
-        lingering_.push_back({fd, Clock::now() + close_linger_max, std::move(done)});
+        lingering_.push_back({fd, Clock::now() + close_linger_max, std::move(done), fin_at});
         linger_count_.store(lingering_.size(), std::memory_order_release);
     }
     epoll_event ev{};
@@ -115,6 +115,12 @@ void Engine::linger_expire()
     {
         std::lock_guard<std::mutex> g(linger_lock_);
         const auto now = Clock::now();
+        for (auto& l : lingering_) {
+            if (l.fin_at && *l.fin_at <= now) {
+                ::shutdown(l.fd, SHUT_WR);
+                l.fin_at.reset();
+            }
+        }
         for (size_t i = 0; i < lingering_.size();) {
             if (lingering_[i].deadline <= now) {
                 due.push_back(std::move(lingering_[i]));
@@ -138,7 +144,7 @@ int Engine::linger_timeout_ms(int timeout_ms)
     std::lock_guard<std::mutex> g(linger_lock_);
     if (lingering_.empty()) return timeout_ms;
     Clock::time_point first = lingering_.front().deadline;
-    for (const auto& l : lingering_) first = std::min(first, l.deadline);
+    for (const auto& l : lingering_) first = std::min(first, l.fin_at ? std::min(*l.fin_at, l.deadline) : l.deadline);
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(first - Clock::now()).count();
     const int t = ms <= 0 ? 0 : ms > 60000 ? 60000 : static_cast<int>(ms);
     return timeout_ms >= 0 && timeout_ms < t ? timeout_ms : t;

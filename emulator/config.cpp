@@ -72,6 +72,7 @@ constexpr Key keys[] = {
     {"seed_rtr", "IWEMU_SEED_RTR"},
     {"responder_wait_ms", "IWEMU_RESPONDER_WAIT_MS"},
     {"peer_wakeup", "IWEMU_PEER_WAKEUP"},
+    {"close_grace_ms", "IWEMU_CLOSE_GRACE_MS"},
     {"mpa_timeout_ms", "IWEMU_MPA_TIMEOUT_MS"},
     {"connect_retries", "IWEMU_CONNECT_RETRIES"},
     {"oob_timeout_ms", "IWEMU_OOB_TIMEOUT_MS"},
@@ -106,6 +107,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     else if (key == "seed_rtr") ok = parse_bool(value, &seed_rtr_frame);
     else if (key == "responder_wait_ms") ok = parse_u32(value, 0, 600000, &responder_wait_ms);
     else if (key == "peer_wakeup") ok = parse_bool(value, &peer_wakeup);
+    else if (key == "close_grace_ms") ok = parse_u32(value, 0, 10000, &close_grace_ms);
     else if (key == "mpa_timeout_ms") ok = parse_u32(value, 100, 600000, &mpa_timeout_ms);
     else if (key == "connect_retries") ok = parse_u32(value, 0, 100, &connect_retries);
     else if (key == "oob_timeout_ms") ok = parse_u32(value, 100, 600000, &oob_timeout_ms);

@@ -39,6 +39,10 @@ struct Config {
     // FPDUs this long for the Initiator's first (RFC 5044 §7.1.2 rule 4),
     // then sends anyway (docs/interop.md).
     uint32_t responder_wait_ms = 50;
+    // IWEMU_CLOSE_GRACE_MS: a graceful close's FIN waits this long after the
+    // peer's last message (Linux siw fails a Send it has sent when our FIN
+    // comes first; fin_grace.cpp).  0: at once.
+    uint32_t close_grace_ms = 50;
     // IWEMU_PEER_WAKEUP: zero-length Writes after the first FPDUs wake a
     // peer whose receive callback missed them (Linux siw; first_fpdus.cpp).
     bool peer_wakeup = true;

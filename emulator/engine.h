@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -75,7 +76,9 @@ public:
     // discards what the peer has not taken from TCP yet, and would leave the
     // CM without the peer's FIN (rdma_cm DISCONNECTED).  After stop() the
     // socket is drained and closed at once, and done is not called.
-    void linger_close(int fd, std::function<void(int error)> done);
+    // fin_at: when our FIN goes (fin_grace.cpp); none: the caller sent it.
+    void linger_close(int fd, std::function<void(int error)> done,
+                      std::optional<Clock::time_point> fin_at = std::nullopt);
     static constexpr auto close_linger_max = std::chrono::seconds(60);
     size_t lingering() const;  // sockets in linger_close (tests)
 
@@ -90,6 +93,7 @@ private:
         int fd;
         Clock::time_point deadline;
         std::function<void(int error)> done;
+        std::optional<Clock::time_point> fin_at;  // our FIN still to send then
     };
     static constexpr uint64_t linger_tag = uint64_t{1} << 62;  // epoll data: linger_tag | fd
     static bool is_linger_tag(uint64_t data) { return data != UINT64_MAX && (data & linger_tag); }

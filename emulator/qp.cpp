@@ -125,6 +125,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             for (auto& m : tx_msn_) m = 1;
             for (auto& m : rx_msn_) m = 1;
             terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
+            tx_error_.store(0, std::memory_order_relaxed);
             closing_ = fin_sent_ = false;
             fin_stall_unsent_ = 0;
             peer_fin_ = false;
@@ -376,6 +377,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         slot_sent_bytes_ = batch_bytes_ = 0;
         tx_msg_ = TxMessage::none;
         terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
+        tx_error_.store(0, std::memory_order_relaxed);
         closing_ = fin_sent_ = false;
         fin_stall_unsent_ = 0;
         peer_fin_ = false;
@@ -533,6 +535,7 @@ void QueuePair::on_timer()
         } else {
             fin_stall_check_locked();
             first_fpdus_timer_locked();
+            if (closing_ && !fin_sent_) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
             if (tx_coalesced_.load(std::memory_order_relaxed)) tx_locked();  // nobody polled meanwhile
         }
     }
@@ -605,9 +608,12 @@ void QueuePair::linger_after_destroy(int fd)
         std::lock_guard<std::mutex> g(handler_lock_);
         h = std::move(conn_handler_);
     }
-    emu_.engine().linger_close(fd, [h = std::move(h)](int error) {
-        if (h) h(error == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
-    });
+    emu_.engine().linger_close(
+        fd,
+        [h = std::move(h)](int error) {
+            if (h) h(error == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
+        },
+        linger_fin_at_);
 }
 
 void QueuePair::log_counters_locked() const
@@ -656,7 +662,11 @@ int QueuePair::shutdown_locked(bool linger)
     int linger_fd = -1;
     if (clean && linger && fd_.load() >= 0 && !peer_fin_.load()) {
         linger_fd = fd_.load();
-        if (!fin_sent_) ::shutdown(linger_fd, SHUT_WR);
+        linger_fin_at_.reset();
+        if (!fin_sent_) {
+            linger_fin_at_ = fin_grace_end_locked();  // fin_grace.cpp: the engine sends it then
+            if (!linger_fin_at_) ::shutdown(linger_fd, SHUT_WR);
+        }
         fin_sent_ = true;
         detach_socket_locked();
     } else {

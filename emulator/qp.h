@@ -352,6 +352,11 @@ private:
     // with a closed window never takes ends in an abortive close.
     void fin_stall_arm_locked();              // sq_lock_: the FIN was just queued
     void fin_stall_check_locked();            // rx_lock_ + sq_lock_, from on_timer
+    // -- fin_grace.cpp: our FIN waits Config::close_grace_ms after the peer's
+    // last message (Linux siw fails a Send it has sent when our FIN comes first).
+    void note_peer_message();                 // rx_lock_
+    std::optional<std::chrono::steady_clock::time_point> fin_grace_end_locked() const;
+    bool fin_may_go_locked();                 // sq_lock_: false while the grace lasts (timer set)
     // -- first_fpdus.cpp: how long a Responder waits for the Initiator's
     // first FPDU, and the zero-length Writes that wake a peer which left
     // our first FPDUs unread (Linux siw's late receive callback).
@@ -452,7 +457,10 @@ private:
     int fin_stall_unsent_ = 0;                      // those octets at the last look; 0: not watching
     std::chrono::steady_clock::time_point fin_stall_next_{};  // the next look
     std::atomic<bool> peer_fin_{false};  // FIN read: no more receiving; close once our TX is out
+    std::atomic<int64_t> rx_last_message_ns_{0};  // fin_grace.cpp: coarse clock, 0: none yet
+    std::optional<std::chrono::steady_clock::time_point> linger_fin_at_;  // shutdown_locked -> linger_after_destroy
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
+    std::atomic<int> tx_error_{0};   // the error a sendmsg met (ECONNRESET ...), 0: none
     std::atomic<bool> destroyed_{false};
     bool conn_event_sent_ = false;
     bool tx_prefer_irq_ = true;

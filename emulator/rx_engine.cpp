@@ -598,6 +598,7 @@ bool QueuePair::rx_on_segment_end()
     default: break;
     }
     if (!ok) return false;
+    if (rx_hdr_.control.last && !absorb) note_peer_message();  // fin_grace.cpp
     if (!rx_first_fpdu_seen_.load(std::memory_order_relaxed) && !rx_first_fpdu_seen_.exchange(true)) {
         rtr_expect_rx_ = false;
         std::lock_guard<std::mutex> g(sq_lock_);
@@ -729,6 +730,7 @@ void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offe
 
 void QueuePair::rx_connection_lost(int err)
 {
+    if (err == 0) err = tx_error_.load(std::memory_order_relaxed);  // EOF after a reset sendmsg saw
     IWEMU_LOG(info, "qp %u: connection %s (%s)", qp_num_, err ? "lost" : "closed by peer",
               err ? std::strerror(err) : "FIN");
     if (rx_mr_) {

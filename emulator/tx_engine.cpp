@@ -477,6 +477,9 @@ bool QueuePair::tx_flush_batch_locked()
             }
             // Connection gone: the receive side sees it too and tears down.
             IWEMU_LOG(info, "qp %u: sendmsg: %s", qp_num_, std::strerror(errno));
+            // The error is the socket's only report of an RST: a read after
+            // it sees EOF, which must not pass for the peer's FIN.
+            tx_error_.store(errno, std::memory_order_relaxed);
             tx_stopped_ = true;
             set_epollout_locked(false);
             // Nothing more can leave: drop the batch, or a close waiting
@@ -547,7 +550,8 @@ void QueuePair::tx_locked(size_t budget)
     close_after_tx_locked();
     if (fd_.load(std::memory_order_relaxed) < 0) return;
     // Graceful disconnect: FIN once everything owed has left (RFC 5041 §6.2.1).
-    if (closing_ && !fin_sent_ && sq_tx_ == sq_tail_ && irq_count_ == 0 && tx_msg_ == TxMessage::none) {
+    if (closing_ && !fin_sent_ && sq_tx_ == sq_tail_ && irq_count_ == 0 && tx_msg_ == TxMessage::none &&
+        fin_may_go_locked()) {
         const int fd = fd_.load(std::memory_order_relaxed);
         ::shutdown(fd, SHUT_WR);
         fin_sent_ = true;
