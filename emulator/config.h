@@ -74,10 +74,10 @@ struct Config {
     // when the peer is on this host, else the minimum.  Larger reads cross FPDU boundaries at the price
     // of copying the payload they catch (docs/configuration.md).
     uint32_t rx_lookahead = 0;
-    // IWEMU_TX_COALESCE: a QP whose application posts many small work
-    // requests in a row without polling lets them gather into one sendmsg()
-    // (flushed by the next poll or CQ wait, a full batch, or the engine
-    // within about a millisecond).  docs/configuration.md.
+    // IWEMU_TX_COALESCE: a post made while TCP pushes back joins the send
+    // backlog without a system call; the engine sends it with the rest when
+    // the socket has room.  Nothing is ever held back otherwise.
+    // docs/configuration.md.
     bool tx_coalesce = true;
     // IWEMU_TCP_CONGESTION: the connection's TCP congestion control.  auto:
     // cubic instead of a pacing BBR when the peer is on this host, else the
@@ -89,9 +89,6 @@ struct Config {
     // Tests only (no key, no variable): nonzero makes STag keys repeat from
     // run to run, so a fuzz corpus can name registered regions.
     uint32_t stag_key_seed = 0;
-    // Tests only: posts closer than this come "in a row" for tx_coalesce
-    // (a test sets it long, so that only polls and receptions end a burst).
-    int64_t tx_coalesce_gap_ns = 10'000;
     // Tests only: false keeps the engine thread from reading QP sockets, as
     // when it gets no CPU; pollers, waiters and posters receive as ever.
     bool engine_receives = true;

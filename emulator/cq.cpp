@@ -124,10 +124,7 @@ int CompletionQueue::req_notify(bool solicited_only)
     // came before it) cannot take it back while armed_ holds.
     owns_rx_.store(false, std::memory_order_relaxed);
     std::shared_lock<std::shared_mutex> g(qps_lock_);
-    for (QueuePair* qp : qps_) {
-        qp->poll_return_rx();
-        qp->send_coalesced_tx();  // work waiting for a batch leaves before the application sleeps
-    }
+    for (QueuePair* qp : qps_) qp->poll_return_rx();
     return 0;
 }
 

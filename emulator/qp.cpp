@@ -174,7 +174,6 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         if (bad) *bad = 0;
         return EINVAL;
     }
-    uint64_t posted = 0;
     for (size_t i = 0; i < n; ++i) {
         const SendWr& wr = wrs[i];
         int rc = 0;
@@ -245,10 +244,9 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];
         }
         ++sq_tail_;
-        posted += total;
     }
     if (fd_.load(std::memory_order_relaxed) >= 0) {
-        tx_posted_locked(posted);
+        tx_posted_locked();
         *rx_assist = rx_assist_due_locked();
     }
     return 0;
@@ -526,9 +524,7 @@ void QueuePair::on_timer()
         // a mutex does not queue its waiters: blocking here kept this thread
         // (and rx_lock_) from every socket until the loop ended, so the
         // peer's RDMA Writes waited in the socket meanwhile (ib_send_bw -e's
-        // credits, rx_post_assist.cpp).  Come back at the next tick instead;
-        // what waits for a batch leaves with the poster's next full batch,
-        // poll or arm anyway.
+        // credits, rx_post_assist.cpp).  Come back at the next tick instead.
         std::unique_lock<std::mutex> sg(sq_lock_, std::try_to_lock);
         if (!sg.owns_lock()) {
             emu_.engine().schedule_timer(qp_num_, Engine::Clock::now() + on_timer_retry);
@@ -536,7 +532,6 @@ void QueuePair::on_timer()
             fin_stall_check_locked();
             first_fpdus_timer_locked();
             if (closing_ && !fin_sent_) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
-            if (tx_coalesced_.load(std::memory_order_relaxed)) tx_locked();  // nobody polled meanwhile
         }
     }
     drain_deferred();

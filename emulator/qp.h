@@ -163,14 +163,8 @@ public:
     // returns at once when another thread is receiving.
     void rx_progress();
     void try_rx_progress(std::atomic<uint64_t>* pass_counter = nullptr);  // counted if it ran
-    // Polling threads also push a send backlog out (no engine wake-up needed),
-    // and work held back for a batch (tx_coalesce.cpp).
+    // Polling threads also push a send backlog out (no engine wake-up needed).
     void try_tx_progress();
-    // Posts in a row, without a poll of the QP's CQs, sent one by one
-    // before the following ones wait for a batch (tx_coalesce.cpp).
-    static constexpr uint32_t tx_coalesce_after = 8;
-    // Send what waits for a batch now (a CQ it feeds is being armed).
-    void send_coalesced_tx();
     // A posting thread looks every rx_assist_every_posts posts whether the
     // receive path read the socket; after rx_assist_after_ns without a read
     // it runs a pass itself (rx_post_assist.cpp).
@@ -293,11 +287,10 @@ private:
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
     void tx_follow_emss_locked(uint64_t message_length);
-    // tx_coalesce.cpp: send the work requests just posted (posted_length
-    // octets), or leave them for a batch.
-    void tx_posted_locked(uint64_t posted_length);
-    bool tx_coalesce_locked(uint64_t posted_length);  // in a burst: may this wait?
-    static constexpr auto tx_coalesce_wait = std::chrono::milliseconds(1);
+    // tx_coalesce.cpp: send the work requests just posted, or add them to
+    // the backlog TCP pushed back.
+    void tx_posted_locked();
+    bool tx_pushed_back_locked() const;
     static std::optional<uint32_t> mulpdu_of_emss(int fd, bool markers);  // from TCP_MAXSEG
     static size_t rx_lookahead_for(uint32_t configured, bool same_host);  // Config::rx_lookahead, auto resolved
     bool tx_build_control_locked(TxSlot::Action action, std::span<const uint8_t> ulpdu);
@@ -421,14 +414,6 @@ private:
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
-    // tx_coalesce.cpp (sq_lock_; the flag also read lock-free by pollers)
-    std::atomic<bool> tx_coalesced_{false};  // posted work waits for a batch
-    uint32_t tx_burst_posts_ = 0;            // posts since the QP's CQs were last polled
-    uint64_t tx_burst_poll_mark_ = 0;        // their poll_calls() then
-    uint64_t tx_burst_rx_mark_ = 0;          // counters_.rx_fpdus then
-    uint64_t tx_coalesced_bytes_ = 0;
-    static constexpr int64_t no_post_time = INT64_MIN;
-    int64_t tx_last_post_ns_ = no_post_time;  // when the last post_send left the send path
     // rx_post_assist.cpp (sq_lock_)
     uint32_t rx_assist_posts_ = 0;       // posts since the last look
     uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move

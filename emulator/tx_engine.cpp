@@ -52,7 +52,7 @@ void QueuePair::tx_progress()
 
 void QueuePair::try_tx_progress()
 {
-    if (!tx_backlog_.load(std::memory_order_relaxed) && !tx_coalesced_.load(std::memory_order_relaxed)) return;
+    if (!tx_backlog_.load(std::memory_order_relaxed)) return;
     {
         std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
         if (!g.owns_lock()) return;
@@ -527,8 +527,6 @@ void QueuePair::close_after_tx_locked()
 
 void QueuePair::tx_locked(size_t budget)
 {
-    tx_coalesced_.store(false, std::memory_order_relaxed);
-    tx_coalesced_bytes_ = 0;
     if (fd_.load(std::memory_order_relaxed) < 0) return;
     size_t framed = 0;
     for (;;) {
