@@ -7,16 +7,12 @@
 #
 # The default run is a latency phase (64 B .. 1 MiB), then a second
 # connection for a bandwidth phase on which riostream sets RDMA_INLINE to 0.
-# rsockets on iWARP carries its own messages as inline Sends (no Write with
-# Immediate there) and refuses a QP granted less than 4 octets of inline
-# data: rs_create_ep() fails with ENOTSUP, the client prints "rconnect:
-# Operation not supported", and the server, blocked in raccept() for a
-# connection that never comes, waits for ever.  Kernel siw grants exactly
-# the inline size asked for (siw_create_qp leaves cap.max_inline_data as
-# is, and uverbs returns it), so riostream's default run ends the same way
-# over siw; iwemu does as siw (tests/emulator: CreateQpGrantsTheInlineSizeAskedFor).
-# This test checks the latency phase in full and that the bandwidth phase
-# is refused exactly so, and bounds and ends the waiting server itself.
+# rsockets on iWARP carries its own messages as inline Sends and refuses a QP
+# granted less than 4 octets of inline data; kernel siw grants the 0 asked
+# for, so there the bandwidth phase is refused ("rconnect: Operation not
+# supported").  iwemu grants the device's 256 (docs/limits.md), and the phase
+# then hangs: `default` is kept for investigation and is not registered in
+# CTest (docs/running.md).
 set -u
 here=$(dirname "$0")
 . "$here/rdmacm_lib.sh"
