@@ -31,6 +31,32 @@ std::vector<uint8_t> read_for(int fd, std::chrono::milliseconds for_how_long)
     return out;
 }
 
+// Everything the socket delivers until `want` octets came or `bound` passed,
+// then for `quiet` more: timers run late on a loaded host (TSan, CI).
+std::vector<uint8_t> read_at_least(int fd, size_t want, std::chrono::milliseconds quiet,
+                                   std::chrono::milliseconds bound = 5000ms)
+{
+    std::vector<uint8_t> out;
+    const auto end = Clock::now() + bound;
+    while (out.size() < want && Clock::now() < end) {
+        const auto more = read_for(fd, 20ms);
+        out.insert(out.end(), more.begin(), more.end());
+    }
+    const auto tail = read_for(fd, quiet);
+    out.insert(out.end(), tail.begin(), tail.end());
+    return out;
+}
+
+// Waits (bounded) until `qp` sent `n` wake-ups; the steps end at 128 ms,
+// but a loaded host runs timers late.
+uint64_t wait_for_wakeups(const QueuePair& qp, uint64_t n, std::chrono::milliseconds bound = 5000ms)
+{
+    const auto end = Clock::now() + bound;
+    while (qp.counters().tx_wakeups.load() < n && Clock::now() < end)
+        std::this_thread::sleep_for(5ms);
+    return qp.counters().tx_wakeups.load();
+}
+
 bool is_zero_length_write(std::span<const uint8_t> fpdu)
 {
     if (fpdu.size() < wakeup_fpdu_size) return false;
@@ -54,10 +80,10 @@ TEST(FirstFpdus, AnInitiatorWakesAPeerThatNeverAnswersFourTimesAfterItsFirstSend
     ASSERT_EQ(a.post_send(WrOpcode::send, buf.data(), 32, mr, 1), 0);
     ASSERT_EQ(a.wait(a.scq, 1).size(), 1u);
 
-    // The Send, then the steps at 2, 8, 32 and 128 ms.
-    const std::vector<uint8_t> got = read_for(peer, 400ms);
-    EXPECT_EQ(a.qp->counters().tx_wakeups.load(), 4u);
+    // The Send, then the steps at 2, 8, 32 and 128 ms, and nothing after.
     const size_t send_fpdu = 2 + 18 + 32 + 4;  // untagged header, no pad, CRC
+    const std::vector<uint8_t> got = read_at_least(peer, send_fpdu + 4 * wakeup_fpdu_size, 300ms);
+    EXPECT_EQ(a.qp->counters().tx_wakeups.load(), 4u);
     ASSERT_EQ(got.size(), send_fpdu + 4 * wakeup_fpdu_size);
     for (size_t i = 0; i < 4; ++i)
         EXPECT_TRUE(is_zero_length_write(std::span(got).subspan(send_fpdu + i * wakeup_fpdu_size))) << i;
@@ -129,7 +155,8 @@ TEST(FirstFpdus, AnIwemuPeerAbsorbsWakeUps)
     ASSERT_EQ(p.b->post_recv(dst.data(), 64, dmr, 7), 0);
     ASSERT_EQ(p.b->post_recv(dst.data(), 64, dmr, 8), 0);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), 64, smr, 1), 0);
-    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(wait_for_wakeups(*p.a->qp, 4), 4u);
+    std::this_thread::sleep_for(200ms);  // and no fifth
     EXPECT_EQ(p.a->qp->counters().tx_wakeups.load(), 4u);
     ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), 64, smr, 2), 0);
     const auto r = p.b->wait(p.b->rcq, 2);
@@ -164,7 +191,8 @@ TEST(FirstFpdus, AResponderSendsFirstOnceItsWaitForTheInitiatorEnds)
     EXPECT_GE(waited, 40ms);
     EXPECT_GT(::recv(peer, first, sizeof first, 0), 0);
     // It spoke first, so it also wakes the Initiator up.
-    read_for(peer, 300ms);
+    EXPECT_EQ(wait_for_wakeups(*b.qp, 4), 4u);
+    read_for(peer, 200ms);  // and no fifth
     EXPECT_EQ(b.qp->counters().tx_wakeups.load(), 4u);
     ::close(peer);
 }

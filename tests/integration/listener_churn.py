@@ -108,6 +108,21 @@ class Attacker(threading.Thread):
                 s.close()
 
 
+def diagnose(client_pid, server_pid, port):
+    """What a stuck client and its server were doing: their threads' stacks
+    (gdb, when installed) and the TCP connections on the port."""
+    print(subprocess.run(["ss", "-tnoi", f"( sport = :{port} or dport = :{port} )"],
+                         capture_output=True, text=True).stdout[-6000:])
+    for name, pid in (("client", client_pid), ("server", server_pid)):
+        try:
+            out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                                  "-ex", "thread apply all bt 12"],
+                                 capture_output=True, text=True, timeout=60).stdout
+            print(f"--- {name} ({pid}) threads:\n{out[-8000:]}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            print(f"--- {name}: no stacks ({e})")
+
+
 def run_client(run, port, label, server_pid, peak):
     """One real rping client; returns (seconds taken, peak server fds)."""
     env = dict(os.environ, IWEMU_MPA_TIMEOUT_MS=str(CLIENT_MPA_TIMEOUT_MS))
@@ -119,10 +134,15 @@ def run_client(run, port, label, server_pid, peak):
     deadline = start + 3 * CLIENT_BOUND_S
     while client.poll() is None:
         if time.monotonic() > deadline:
+            diagnose(client.pid, server_pid, port)
             client.kill()
             client.wait()
             log.seek(0)
-            print(log.read()[-4000:])
+            lines = log.read().splitlines()
+            verified = sum(1 for line in lines if line.startswith("ping data:"))
+            print(f"{verified} of {PINGS} pings verified; the client's last lines:")
+            for line in lines[-3:]:
+                print("  " + line[:120])
             fail(f"{label} rping client did not finish within {3 * CLIENT_BOUND_S:.0f} s")
         peak = max(peak, fd_count(server_pid))
         time.sleep(0.02)
