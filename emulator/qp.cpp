@@ -527,11 +527,15 @@ void QueuePair::on_timer()
         // credits, rx_post_assist.cpp).  Come back at the next tick instead.
         std::unique_lock<std::mutex> sg(sq_lock_, std::try_to_lock);
         if (!sg.owns_lock()) {
+            // rx_tx_kick_ stays set for the retry (or any receive pass before it).
             emu_.engine().schedule_timer(qp_num_, Engine::Clock::now() + on_timer_retry);
         } else {
             fin_stall_check_locked();
             first_fpdus_timer_locked();
             if (closing_ && !fin_sent_) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
+            // The receive pass above may have read a Read Request that a
+            // waiter or poller, woken for the same octets, now never sees.
+            if (std::exchange(rx_tx_kick_, false)) tx_locked();
         }
     }
     drain_deferred();

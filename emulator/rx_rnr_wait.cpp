@@ -125,11 +125,14 @@ void QueuePair::rx_rnr_timer_locked()
 
 void QueuePair::rx_hangup()
 {
+    bool kick;
     {
         std::lock_guard<std::mutex> g(rx_lock_);
         if (rx_rnr_parked_) rx_rnr_check_peer();
         rx_locked();
+        kick = std::exchange(rx_tx_kick_, false);
     }
+    if (kick) rx_kick_tx();
     drain_deferred();
 }
 

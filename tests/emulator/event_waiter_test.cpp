@@ -249,5 +249,43 @@ TEST(EventWaiter, ASignalInterruptsTheWaitOnlyWhenItsHandlerAsksForEintr)
     ASSERT_EQ(sigaction(SIGUSR1, &old, nullptr), 0);
 }
 
+// A timer tick's receive pass (on_timer: the RNR re-run reads the socket)
+// may be the one that reads a Read Request while the socket is owned by a
+// waiter, which then finds it empty and sleeps on.  The Response it owes
+// must still leave: rping's client stalled so, waiting forever for the
+// server's Read of its buffer (listener_churn under ASan, 1 run in 15).
+TEST(EventWaiter, AReadRequestATimerTickReadIsAnswered)
+{
+    // Nobody else reads b's socket: the engine does not (as when the waiter
+    // owns it), and b's application does not poll.
+    PairOptions o;
+    o.config.engine_receives = false;
+    LoopbackPair p(o);
+    std::vector<uint8_t> remote(64), local(64, 0);
+    fill_pattern(remote, 7);
+    auto* rmr = p.b->reg(remote.data(), remote.size());
+    auto* lmr = p.a->reg(local.data(), local.size());
+    // A first message: b's first inbound FPDU has come (its wait for the
+    // Initiator, first_fpdus.cpp, is over and sends nothing more).
+    ASSERT_EQ(p.b->post_recv(remote.data(), 1, rmr, 1), 0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::send, local.data(), 1, lmr, 1), 0);
+    ASSERT_EQ(p.b->wait(p.b->rcq, 1).size(), 1u);
+    ASSERT_EQ(p.a->wait(p.a->scq, 1).size(), 1u);
+    fill_pattern(remote, 7);
+    const int fd = p.b->qp->wait_socket();
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, local.data(), 64, lmr, 9, reinterpret_cast<uint64_t>(remote.data()),
+                             rmr->rkey()),
+              0);
+    pollfd pf{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pf, 1, 5000), 1);
+    p.b->qp->on_timer();  // reads the Read Request
+    // The waiter, woken for the same octets, found nothing left and sleeps on.
+    const auto s = p.a->wait(p.a->scq, 1, 3s);
+    ASSERT_EQ(s.size(), 1u) << "the Read Response never left";
+    EXPECT_EQ(s[0].status, WcStatus::success);
+    EXPECT_EQ(0, std::memcmp(remote.data(), local.data(), 64));
+}
+
 }  // namespace
 }  // namespace iwemu::test
