@@ -53,8 +53,8 @@ void usage(FILE* out)
                  "  IWEMU_LIBDIR     directory holding %s and %s (default: found\n"
                  "                   relative to iwemu-run)\n"
                  "  IWEMU_PROVIDER   full path of %s (overrides the search)\n"
-                 "  XDG_RUNTIME_DIR  the sysfs tree goes to $XDG_RUNTIME_DIR/iwemu/sysfs, else to\n"
-                 "                   /tmp/iwemu-<uid>/sysfs\n",
+                 "  XDG_RUNTIME_DIR  the sysfs tree goes to $XDG_RUNTIME_DIR/iwemu/sysfs-net<N>, else\n"
+                 "                   to /tmp/iwemu-<uid>/sysfs-net<N> (N: the network namespace)\n",
                  kShim, kProvider, kProvider);
 }
 

@@ -150,13 +150,29 @@ std::vector<SysfsDevice> default_devices()
     return {dev};
 }
 
+namespace {
+
+// The GID table lists this network namespace's addresses: two namespaces
+// (two "hosts" joined by veth) need two trees, else the last launch writes
+// its GIDs for both and a modify_qp connect leaves from an address the
+// other namespace does not have (EADDRNOTAVAIL).  The namespace's inode
+// names it for as long as any process lives in it.
+std::string per_namespace_leaf()
+{
+    struct stat st {};
+    if (stat("/proc/self/ns/net", &st) != 0) return "sysfs";  // no procfs: one namespace is all we can tell
+    return "sysfs-net" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+}
+
+}  // namespace
+
 std::string default_sysfs_root(std::string* error)
 {
     if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && xdg[0] == '/') {
         std::string base = xdg;
         if (is_private_dir(base) && access(base.c_str(), W_OK | X_OK) == 0) {
             std::string dir = base + "/iwemu";
-            if (make_dir(dir, 0700, error) && is_private_dir(dir)) return dir + "/sysfs";
+            if (make_dir(dir, 0700, error) && is_private_dir(dir)) return dir + "/" + per_namespace_leaf();
         }
     }
     std::string dir = "/tmp/iwemu-" + std::to_string(getuid());
@@ -165,7 +181,7 @@ std::string default_sysfs_root(std::string* error)
         *error = dir + " exists but is not a private directory owned by uid " + std::to_string(getuid());
         return "";
     }
-    return dir + "/sysfs";
+    return dir + "/" + per_namespace_leaf();
 }
 
 std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevice>& devices)

@@ -33,8 +33,9 @@ inline constexpr size_t kMaxGids = 16;
 // addresses, loopback addresses last.
 std::vector<SysfsDevice> default_devices();
 
-// $XDG_RUNTIME_DIR/iwemu/sysfs when that directory is ours and writable,
-// else /tmp/iwemu-<uid>/sysfs (created 0700, ownership verified).  Returns ""
+// $XDG_RUNTIME_DIR/iwemu/sysfs-net<N> when that directory is ours and
+// writable, else /tmp/iwemu-<uid>/sysfs-net<N> (created 0700, ownership
+// verified); N is the network namespace's inode, one tree per namespace.  Returns ""
 // and sets *error when no safe location exists.
 std::string default_sysfs_root(std::string* error);
 

@@ -1,0 +1,81 @@
+#!/bin/bash
+# Two "hosts": two network namespaces joined by a veth pair, each side a
+# separate iwemu-run inside its own namespace, nothing per-namespace set by
+# hand (the sysfs tree and its GID table are keyed by namespace).  Runs
+# ib_write_bw without -R (modify_qp connect over the GIDs each side reads from
+# its own tree) and with -R, and rping -V; every run must move data and exit 0.
+# usage: two_hosts.sh IWEMU_RUN
+# Exit 77 (skip) only when a network namespace cannot be created here.
+set -u
+run=$1
+tag=iw$$
+ns_a=${tag}a ns_b=${tag}b
+addr_a=10.251.0.1 addr_b=10.251.0.2
+dir=$(mktemp -d)
+
+cleanup() {
+    local pids
+    for ns in "$ns_a" "$ns_b"; do
+        pids=$(ip netns pids "$ns" 2>/dev/null)
+        [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+    done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+if ! err=$(ip netns add "$ns_a" 2>&1); then
+    echo "SKIP: cannot create a network namespace (ip netns add: $err)"
+    exit 77
+fi
+ip netns add "$ns_b" || exit 1
+ip link add "${tag}va" netns "$ns_a" type veth peer name "${tag}vb" netns "$ns_b" || exit 1
+ip -n "$ns_a" addr add "$addr_a/24" dev "${tag}va" && ip -n "$ns_b" addr add "$addr_b/24" dev "${tag}vb" || exit 1
+for ns in "$ns_a" "$ns_b"; do
+    ip -n "$ns" link set lo up && ip -n "$ns" link set "${tag}v${ns: -1}" up || exit 1
+done
+
+fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+
+
+# perftest NAME ARGS...: server in A, client in B; both exit 0 and the client
+# prints a result line with a non-zero iteration count.
+perftest() {
+    local name=$1; shift
+    local port=$((18000 + RANDOM % 2000))
+    timeout 30 ip netns exec "$ns_a" "$run" ib_write_bw -p $port "$@" >"$dir/$name.server.log" 2>&1 &
+    local server=$!
+    local client_rc=1 i
+    for i in $(seq 50); do  # until the server listens on its TCP exchange port
+        timeout 30 ip netns exec "$ns_b" "$run" ib_write_bw -p $port "$@" "$addr_a" >"$dir/$name.client.log" 2>&1
+        client_rc=$?
+        grep -q "Couldn't connect to $addr_a:$port\|Unable to perform rdma_client function" "$dir/$name.client.log" || break
+        sleep 0.2
+    done
+    wait $server
+    local server_rc=$?
+    [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "$name: client rc=$client_rc server rc=$server_rc"
+    local line
+    line=$(grep -E "^ *[0-9]+ +[1-9][0-9]* " "$dir/$name.client.log") || fail "$name: no result line with iterations"
+    echo "$name: $line"
+}
+
+# Each namespace has its own tree, listing its own address.
+env_a=$(ip netns exec "$ns_a" "$run" --env | sed -n 's/^export SYSFS_PATH=//p' | tr -d "'\"")
+env_b=$(ip netns exec "$ns_b" "$run" --env | sed -n 's/^export SYSFS_PATH=//p' | tr -d "'\"")
+[ -n "$env_a" ] && [ "$env_a" != "$env_b" ] || fail "one sysfs tree for two namespaces: '$env_a' '$env_b'"
+
+perftest write_bw_oob -n 300 -s 4096
+perftest write_bw_rdmacm -R -n 300 -s 4096
+
+port=$((20000 + RANDOM % 2000))
+timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 200 >"$dir/rping.server.log" 2>&1 &
+server=$!
+sleep 0.5
+timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 200 -S 1000 >"$dir/rping.client.log" 2>&1
+client_rc=$?
+wait $server
+server_rc=$?
+[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V: client rc=$client_rc server rc=$server_rc"
+echo "rping -V: 200 verified pings"
+echo PASS
