@@ -89,6 +89,7 @@ constexpr Key keys[] = {
     {"rx_lookahead", "IWEMU_RX_LOOKAHEAD"},
     {"tx_coalesce", "IWEMU_TX_COALESCE"},
     {"tcp_congestion", "IWEMU_TCP_CONGESTION"},
+    {"liveness_timeout_ms", "IWEMU_LIVENESS_TIMEOUT_MS"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -134,6 +135,7 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         ok = valid_congestion_control(value);
         if (ok) tcp_congestion = std::string(value);
     }
+    else if (key == "liveness_timeout_ms") ok = parse_u32(value, 0, 3600000, &liveness_timeout_ms);
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

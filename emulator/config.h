@@ -84,6 +84,11 @@ struct Config {
     // system's; system: never touched; or an algorithm's name, for every
     // connection.  docs/configuration.md.
     std::string tcp_congestion = "auto";
+    // IWEMU_LIVENESS_TIMEOUT_MS: a connection whose sent data stays
+    // unacknowledged, or whose idle peer stops answering keepalive probes,
+    // this long is dead (TCP_USER_TIMEOUT and keepalive): the QP goes to
+    // ERROR.  0: never (TCP's own retransmission limit, ~15 min).
+    uint32_t liveness_timeout_ms = 30000;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

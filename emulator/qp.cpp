@@ -345,6 +345,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
 
         const bool same_host = peer_on_this_host(fd);
         tcp_congestion_ = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
+        apply_liveness(fd, emu_.config().liveness_timeout_ms);
 
         params_ = params;
         rx_lookahead_ = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
@@ -379,6 +380,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         closing_ = fin_sent_ = false;
         fin_stall_unsent_ = 0;
         peer_fin_ = false;
+        tx_window_closed_ = false;
         conn_event_sent_ = false;
         rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
 

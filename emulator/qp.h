@@ -163,7 +163,9 @@ public:
     // returns at once when another thread is receiving.
     void rx_progress();
     void try_rx_progress(std::atomic<uint64_t>* pass_counter = nullptr);  // counted if it ran
-    // Polling threads also push a send backlog out (no engine wake-up needed).
+    // Polling threads also push out a backlog the engine left for its next
+    // round (no engine wake-up needed), but not one TCP pushed back: that
+    // waits for EPOLLOUT.
     void try_tx_progress();
     // A posting thread looks every rx_assist_every_posts posts whether the
     // receive path read the socket; after rx_assist_after_ns without a read
@@ -414,6 +416,9 @@ private:
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
+    // The socket refused more (EAGAIN or a partial write): only the
+    // engine's EPOLLOUT, not a polling thread, tries again.
+    std::atomic<bool> tx_window_closed_{false};
     // rx_post_assist.cpp (sq_lock_)
     uint32_t rx_assist_posts_ = 0;       // posts since the last look
     uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move

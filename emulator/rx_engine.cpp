@@ -756,7 +756,12 @@ void QueuePair::rx_connection_lost(int err)
         } else {
             close_socket_locked(err != 0);
         }
-        defer_locked(std::nullopt, err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
+        // A dead path (liveness: TCP_USER_TIMEOUT or keepalive gave up) is
+        // also a fatal QP error: a QP connected by modify_qp has no CM to
+        // hear DISCONNECTED, and nothing else would tell it before its next post.
+        const bool dead_path = err == ETIMEDOUT && flush;
+        defer_locked(dead_path ? std::optional(AsyncEventType::qp_fatal) : std::nullopt,
+                     err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
     }
     if ((flush && !(err == 0 && params_.keep_rq_on_peer_close)) || rx_send_active_) flush_rq();
 }

@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -64,6 +65,25 @@ std::string apply_congestion_control(int fd, std::string_view setting, bool same
         return current;
     }
     return want;
+}
+
+void apply_liveness(int fd, uint32_t timeout_ms)
+{
+    if (timeout_ms == 0) return;
+    const unsigned user_timeout = timeout_ms;
+    // Keepalive in whole seconds: probing starts after a third of the bound
+    // idle, then one probe every sixth; TCP_USER_TIMEOUT also caps how long
+    // unanswered probes may go on, so the bound holds whatever the rounding.
+    const int idle = std::max(1u, timeout_ms / 3000);
+    const int interval = std::max(1u, timeout_ms / 6000);
+    const int probes = std::max(1, static_cast<int>((timeout_ms / 1000 - idle) / interval));
+    const int on = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes) != 0)
+        IWEMU_LOG(warn, "fd %d: liveness timeout %u ms: %s", fd, timeout_ms, std::strerror(errno));
 }
 
 }  // namespace iwemu

@@ -1,6 +1,7 @@
 // What a QP does to its TCP socket when the connection is handed to it,
-// beyond TCP_NODELAY: facts about the peer's place, and the congestion
-// control a loopback connection runs (Config::tcp_congestion).
+// beyond TCP_NODELAY: facts about the peer's place, the congestion control
+// a loopback connection runs (Config::tcp_congestion), and how soon a dead
+// path counts as a broken connection (Config::liveness_timeout_ms).
 #pragma once
 
 #include <cstddef>
@@ -28,5 +29,11 @@ std::string congestion_control_for(std::string_view setting, std::string_view cu
 // system's choice in place: logged as a warning when the user named the
 // algorithm, at debug level for auto.  Returns the algorithm fd runs.
 std::string apply_congestion_control(int fd, std::string_view setting, bool same_host);
+
+// Liveness (Config::liveness_timeout_ms; 0 leaves the socket alone): data
+// left unacknowledged for timeout_ms (TCP_USER_TIMEOUT) or an idle peer that
+// stops answering keepalive probes within about timeout_ms aborts the
+// connection with ETIMEDOUT, which the QP reports as any broken connection.
+void apply_liveness(int fd, uint32_t timeout_ms);
 
 }  // namespace iwemu

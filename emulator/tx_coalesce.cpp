@@ -6,8 +6,8 @@
 // and the engine watches the socket for EPOLLOUT -- a post can only add to
 // that backlog: it joins it without a system call (which would mostly fail
 // with EAGAIN), and the engine sends the whole backlog, in as few calls as
-// it takes, once the socket has room again.  A poll of the QP's CQs does
-// the same (try_tx_progress).
+// it takes, once the socket has room again.  A poll of the QP's CQs
+// leaves it to EPOLLOUT too (try_tx_progress).
 //
 // The rule: a posted work request never waits for an event that may not
 // come.  EPOLLOUT comes for as long as the connection lives, and until it

@@ -44,6 +44,7 @@ void QueuePair::tx_progress()
 {
     {
         std::lock_guard<std::mutex> g(sq_lock_);
+        tx_window_closed_.store(false, std::memory_order_relaxed);
         // From the engine: a bounded share, so one busy QP cannot starve the others.
         tx_locked(tx_engine_budget);
     }
@@ -53,6 +54,9 @@ void QueuePair::tx_progress()
 void QueuePair::try_tx_progress()
 {
     if (!tx_backlog_.load(std::memory_order_relaxed)) return;
+    // A full socket opens when TCP says so (EPOLLOUT), not when a poller
+    // asks again: against a closed window that was ~1 M sendmsg()s a second.
+    if (tx_window_closed_.load(std::memory_order_relaxed)) return;
     {
         std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
         if (!g.owns_lock()) return;
@@ -63,6 +67,7 @@ void QueuePair::try_tx_progress()
 
 void QueuePair::set_epollout_locked(bool on)
 {
+    if (!on) tx_window_closed_.store(false, std::memory_order_relaxed);
     if (epollout_ == on) return;
     tx_backlog_.store(on, std::memory_order_relaxed);
     if (fd_.load(std::memory_order_relaxed) < 0) return;
@@ -472,6 +477,7 @@ bool QueuePair::tx_flush_batch_locked()
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                tx_window_closed_.store(true, std::memory_order_relaxed);
                 set_epollout_locked(true);
                 return false;
             }
@@ -509,6 +515,7 @@ bool QueuePair::tx_flush_batch_locked()
             --slot_count_;
         }
         if (iov_count_ > 0) {
+            tx_window_closed_.store(true, std::memory_order_relaxed);
             set_epollout_locked(true);  // partial write: the socket is full
             return false;
         }
