@@ -4,6 +4,10 @@
 # hand (the sysfs tree and its GID table are keyed by namespace).  Runs
 # ib_write_bw without -R (modify_qp connect over the GIDs each side reads from
 # its own tree) and with -R, and rping -V; every run must move data and exit 0.
+# Then faults on the path (the veth carrier goes away, a silent drop: no
+# RST, no ICMP): one that heals after 5 s (rping -V goes on, every ping
+# verified), and one that never heals (both sides report an error within the
+# liveness bound, IWEMU_LIVENESS_TIMEOUT_MS).
 # usage: two_hosts.sh IWEMU_RUN
 # Exit 77 (skip) only when a network namespace cannot be created here.
 set -u
@@ -69,7 +73,7 @@ perftest write_bw_oob -n 300 -s 4096
 perftest write_bw_rdmacm -R -n 300 -s 4096
 
 port=$((20000 + RANDOM % 2000))
-timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 200 >"$dir/rping.server.log" 2>&1 &
+timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 200 -S 1000 >"$dir/rping.server.log" 2>&1 &
 server=$!
 sleep 0.5
 timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 200 -S 1000 >"$dir/rping.client.log" 2>&1
@@ -78,4 +82,51 @@ wait $server
 server_rc=$?
 [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V: client rc=$client_rc server rc=$server_rc"
 echo "rping -V: 200 verified pings"
+
+# rping_with_outage NAME SECONDS COUNT: rping -V from B to A; after 1 s the
+# path drops everything for SECONDS (0: for good).  Sets server_rc client_rc
+# and elapsed (seconds from the outage to both sides' exit).
+rping_with_outage() {
+    local name=$1 outage=$2 count=$3
+    local port=$((22000 + RANDOM % 2000))
+    timeout 60 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C $count -S 1000 >"$dir/$name.server.log" 2>&1 &
+    local server=$!
+    sleep 0.5
+    timeout 60 ip netns exec "$ns_b" "$run" rping -c -v -V -a "$addr_a" -p $port -C $count -S 1000 \
+        >"$dir/$name.client.log" 2>&1 &
+    local client=$!
+    sleep 1
+    before=$(grep -c "ping data" "$dir/$name.client.log")
+    ip -n "$ns_b" link set "${tag}vb" down
+    local t0=$SECONDS
+    if [ "$outage" -gt 0 ]; then
+        sleep "$outage"
+        during=$(grep -c "ping data" "$dir/$name.client.log")
+        ip -n "$ns_b" link set "${tag}vb" up
+    fi
+    wait $client; client_rc=$?
+    wait $server; server_rc=$?
+    elapsed=$((SECONDS - t0))
+    ip -n "$ns_b" link set "${tag}vb" up
+}
+
+# Heals after 5 s: the transfer stalls, then resumes; every ping verified.
+export IWEMU_LIVENESS_TIMEOUT_MS=30000
+rping_with_outage heal 5 20000
+[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "outage of 5 s: client rc=$client_rc server rc=$server_rc"
+after=$(grep -c "ping data" "$dir/heal.client.log")
+[ "$before" -gt 0 ] && [ "$after" -gt "$during" ] || fail "outage of 5 s: pings before $before, during $during, after $after"
+grep -qi "error\|fail\|mismatch" "$dir/heal.client.log" "$dir/heal.server.log" && fail "outage of 5 s: an error was reported"
+echo "outage of 5 s healed: $before pings before, $((after - during)) after, all verified"
+
+# Never heals: both sides see the QP fail within the liveness bound (3 s)
+# plus the time rping takes to notice.
+export IWEMU_LIVENESS_TIMEOUT_MS=3000
+rping_with_outage dead 0 1000000
+[ $client_rc -ne 124 ] && [ $server_rc -ne 124 ] || fail "dead path: not detected within 60 s (client rc=$client_rc server rc=$server_rc)"
+[ $elapsed -le 15 ] || fail "dead path: detected after ${elapsed} s, bound 3 s"
+for side in client server; do
+    grep -Eqi "error|fail|disconnect" "$dir/dead.$side.log" || fail "dead path: the $side reported no error"
+done
+echo "dead path: both sides reported an error ${elapsed} s after the drop (liveness 3 s)"
 echo PASS
