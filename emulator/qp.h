@@ -450,7 +450,7 @@ private:
     std::atomic<int64_t> rx_last_message_ns_{0};  // fin_grace.cpp: coarse clock, 0: none yet
     std::optional<std::chrono::steady_clock::time_point> linger_fin_at_;  // shutdown_locked -> linger_after_destroy
     bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
-    std::atomic<int> tx_error_{0};   // the error a sendmsg met (ECONNRESET ...), 0: none
+    std::atomic<int> tx_error_{0};   // the socket error a sendmsg took (ECONNRESET, ETIMEDOUT), 0: none
     std::atomic<bool> destroyed_{false};
     bool conn_event_sent_ = false;
     bool tx_prefer_irq_ = true;

@@ -730,7 +730,7 @@ void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offe
 
 void QueuePair::rx_connection_lost(int err)
 {
-    if (err == 0) err = tx_error_.load(std::memory_order_relaxed);  // EOF after a reset sendmsg saw
+    if (err == 0) err = tx_error_.load(std::memory_order_relaxed);  // EOF after the error sendmsg took
     IWEMU_LOG(info, "qp %u: connection %s (%s)", qp_num_, err ? "lost" : "closed by peer",
               err ? std::strerror(err) : "FIN");
     if (rx_mr_) {

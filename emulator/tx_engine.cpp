@@ -483,9 +483,11 @@ bool QueuePair::tx_flush_batch_locked()
             }
             // Connection gone: the receive side sees it too and tears down.
             IWEMU_LOG(info, "qp %u: sendmsg: %s", qp_num_, std::strerror(errno));
-            // The error is the socket's only report of an RST: a read after
-            // it sees EOF, which must not pass for the peer's FIN.
-            tx_error_.store(errno, std::memory_order_relaxed);
+            // The socket reports its error once: after sendmsg took it (an
+            // RST, a liveness timeout) a read sees EOF, which must not pass
+            // for the peer's FIN.  EPIPE reports nothing new: a read took
+            // the error, or our own FIN went.
+            if (errno != EPIPE) tx_error_.store(errno, std::memory_order_relaxed);
             tx_stopped_ = true;
             set_epollout_locked(false);
             // Nothing more can leave: drop the batch, or a close waiting
