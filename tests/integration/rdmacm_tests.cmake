@@ -63,7 +63,7 @@ iwemu_rdmacm_test(cmtime_c50 ${RDMACM_HERE}/rdmacm_cmtime.sh $<TARGET_FILE:iwemu
 # Write fills): -C 1 -I 100 ten times, and the default run: a latency phase,
 # then on a second connection a bandwidth phase with rsockets' inline set to
 # 0, which iwemu grants as 256 (over kernel siw, which grants the 0, rsockets
-# refuses that phase; docs/limits.md).  The default run takes 20-40 s (about
+# refuses that phase; docs/limits.md).  The default run takes 10-40 s (up to
 # 80 s under ASan), nearly all of it two processes spinning: alone, and
 # bounded at 280 s.
 iwemu_rdmacm_test(riostream_pingpong ${RDMACM_HERE}/rdmacm_riostream.sh $<TARGET_FILE:iwemu_run> pingpong 10)
