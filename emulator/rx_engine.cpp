@@ -9,7 +9,9 @@
 // that arrived together with its header in one read is copied: small
 // messages, and with a peer on the same host whatever of the next FPDU the
 // 64 KiB tail caught (Config::rx_lookahead: there the copy is faster than
-// the kernel's copy into cold user memory).  Every check of RFC 5041 §7.1 /
+// the kernel's copy into cold user memory), and the last 64 octets of every
+// segment (placement_copy.h: the octet an application polls is written
+// once, and last).  Every check of RFC 5041 §7.1 /
 // RFC 5040 §7.2 happens before a single octet is placed; every failure ends
 // in a Terminate, ERR and flush.
 #include <sys/socket.h>
@@ -24,6 +26,7 @@
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
+#include "emulator/placement_copy.h"
 #include "emulator/qp.h"
 #include "emulator/srq.h"
 #include "emulator/stack_batch.h"
@@ -160,7 +163,7 @@ void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
                 continue;
             }
             const size_t take = std::min(n, d.iov_len - skip);
-            std::memcpy(static_cast<uint8_t*>(d.iov_base) + skip, p, take);
+            placement_copy(static_cast<uint8_t*>(d.iov_base) + skip, p, take);
             p += take;
             n -= take;
             skip = 0;
@@ -256,8 +259,12 @@ void QueuePair::rx_locked()
             if (need.state == wire::FpduRxState::payload && rx_target_ == RxTarget::user && need.max_octets >= 256) {
                 // Straight into user memory, plus a look-ahead for the trailer
                 // and the next header.
+                // The segment's last octets go through the staging buffer
+                // and placement_copy(): written once, in order, the last one
+                // last, which the kernel's copy does not promise.
+                const uint32_t direct = need.max_octets - static_cast<uint32_t>(placement_ordered_tail);
                 iovec iov[recv_wqe_max_sge + 2];
-                int cnt = rx_dest_range(rx_.payload_received(), need.max_octets, iov);
+                int cnt = rx_dest_range(rx_.payload_received(), direct, iov);
                 iov[cnt++] = {rx_staging_.data(), rx_lookahead_};
                 size_t asked = 0;
                 for (int i = 0; i < cnt; ++i) asked += iov[i].iov_len;
@@ -268,7 +275,7 @@ void QueuePair::rx_locked()
                 count(counters_.rx_syscalls);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < asked;
-                    size_t placed = std::min<size_t>(static_cast<size_t>(k), need.max_octets);
+                    size_t placed = std::min<size_t>(static_cast<size_t>(k), direct);
                     rx_end_ = static_cast<size_t>(k) - placed;
                     rx_pos_ = 0;
                     for (int i = 0; i < cnt - 1 && placed > 0; ++i) {
