@@ -1,5 +1,7 @@
 #include "emulator/config.h"
 
+#include <net/if.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -90,6 +92,7 @@ constexpr Key keys[] = {
     {"tx_coalesce", "IWEMU_TX_COALESCE"},
     {"tcp_congestion", "IWEMU_TCP_CONGESTION"},
     {"liveness_timeout_ms", "IWEMU_LIVENESS_TIMEOUT_MS"},
+    {"netdev", "IWEMU_NETDEV"},
     {"log", "IWEMU_LOG"},
 };
 
@@ -136,6 +139,10 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         if (ok) tcp_congestion = std::string(value);
     }
     else if (key == "liveness_timeout_ms") ok = parse_u32(value, 0, 3600000, &liveness_timeout_ms);
+    else if (key == "netdev") {
+        ok = value.size() < IFNAMSIZ && value.find_first_of("/ \t") == std::string_view::npos;
+        if (ok) netdev = std::string(value);
+    }
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

@@ -89,6 +89,10 @@ struct Config {
     // this long is dead (TCP_USER_TIMEOUT and keepalive): the QP goes to
     // ERROR.  0: never (TCP's own retransmission limit, ~15 min).
     uint32_t liveness_timeout_ms = 30000;
+    // IWEMU_NETDEV: the network interface port 1 follows (state, port
+    // events; port_monitor.h).  Empty: the first non-loopback interface up
+    // and running at start, else the loopback interface.
+    std::string netdev;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from

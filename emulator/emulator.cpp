@@ -15,6 +15,7 @@
 
 #include "emulator/engine.h"
 #include "emulator/log.h"
+#include "emulator/port_monitor.h"
 #include "emulator/qp_endpoint.h"
 
 namespace iwemu {
@@ -66,11 +67,26 @@ Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_m
     // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
     device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
     detect_identity();
+    port_monitor_ = std::make_unique<PortMonitor>(choose_port_netdev(config_.netdev), [this](AsyncEventType type) {
+        AsyncEvent ev;
+        ev.type = type;
+        ev.port_num = 1;
+        post_async_event(ev);
+    });
     qp_endpoint_ = std::make_unique<QpEndpoint>(*this);
+}
+
+PortAttributes Emulator::port_attributes() const
+{
+    PortAttributes p = port_;
+    p.state = port_monitor_->state();
+    p.phys_state = p.state == port_state_active ? port_phys_state_link_up : port_phys_state_disabled;
+    return p;
 }
 
 Emulator::~Emulator()
 {
+    port_monitor_.reset();  // its thread posts async events
     qp_endpoint_.reset();  // no CM or timer thread may touch a QP from here on
     {
         std::lock_guard<std::mutex> g(engine_lock_);
@@ -136,6 +152,7 @@ void Emulator::set_async_event_handler(std::function<void(const AsyncEvent&)> ha
 {
     std::lock_guard<std::mutex> g(async_lock_);
     async_handler_ = std::move(handler);
+    port_monitor_->start();  // once; the lock orders concurrent first calls
 }
 
 void Emulator::post_async_event(const AsyncEvent& ev)

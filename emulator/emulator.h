@@ -40,6 +40,7 @@
 namespace iwemu {
 
 class Engine;
+class PortMonitor;
 class QpEndpoint;
 
 class Emulator {
@@ -56,12 +57,14 @@ public:
 
     const Config& config() const { return config_; }
     const DeviceAttributes& device_attributes() const { return device_; }
-    const PortAttributes& port_attributes() const { return port_; }
+    // The port's state follows its network interface (port_monitor.h).
+    PortAttributes port_attributes() const;
     const DeviceIdentity& identity() const { return identity_; }
     std::string device_name() const { return "iwemu0"; }
 
     // Device-level async events (QP fatal / access error, CQ error, SRQ
-    // limit, ...).  Called with no emulator lock held.
+    // limit, port active / error, ...).  Called with no emulator lock held.
+    // The first handler starts the port's watch of its interface.
     void set_async_event_handler(std::function<void(const AsyncEvent&)> handler);
 
     // ---- verbs objects (0 or positive errno) -------------------------------
@@ -166,6 +169,7 @@ private:
     std::array<QueuePair*, few_qps_max> few_{};
     std::atomic<size_t> few_count_{0};  // 0: none, or more than few_qps_max
 
+    std::unique_ptr<PortMonitor> port_monitor_;
     std::unique_ptr<QpEndpoint> qp_endpoint_;  // last: its threads call into the members above
 };
 
