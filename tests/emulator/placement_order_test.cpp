@@ -14,6 +14,17 @@
 #include "emulator/placement_copy.h"
 #include "tests/emulator/qp_loopback_fixture.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define IWEMU_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define IWEMU_UNDER_TSAN 1
+#endif
+#endif
+#ifndef IWEMU_UNDER_TSAN
+#define IWEMU_UNDER_TSAN 0
+#endif
+
 namespace iwemu::test {
 namespace {
 
@@ -33,6 +44,10 @@ TEST(PlacementCopy, CopiesEveryLengthAtEveryAlignment)
         }
 }
 
+// The test reads memory the emulator writes, as an application polls an
+// RDMA target: a data race by design, which ThreadSanitizer reports; the
+// release and ASan builds run it.
+#if !IWEMU_UNDER_TSAN
 uint8_t peek(const uint8_t* p) { return *reinterpret_cast<const volatile uint8_t*>(p); }
 void poke(uint8_t* p, uint8_t v) { *reinterpret_cast<volatile uint8_t*>(p) = v; }
 
@@ -95,6 +110,7 @@ TEST(PlacementOrder, APollerThatAnswersAtOnceIsNeverOverwritten)
     EXPECT_EQ(done_a.load(), round_trips);
     EXPECT_EQ(done_b.load(), round_trips);
 }
+#endif
 
 }  // namespace
 }  // namespace iwemu::test
