@@ -36,8 +36,7 @@ void for_each_link_status(const uint8_t* data, size_t len, const std::function<v
         status.ifindex = info.ifi_index;
         // An interface that is gone is down for good (siw: NETDEV_UNREGISTER).
         status.up = hdr.nlmsg_type == RTM_NEWLINK && (info.ifi_flags & IFF_UP);
-        size_t attr_at = NLMSG_LENGTH(sizeof(ifinfomsg));
-        attr_at = NLMSG_ALIGN(attr_at);
+        size_t attr_at = NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ifinfomsg)));
         while (msg_len >= attr_at + sizeof(rtattr)) {
             rtattr attr;
             std::memcpy(&attr, msg + attr_at, sizeof attr);
@@ -56,7 +55,7 @@ void for_each_link_status(const uint8_t* data, size_t len, const std::function<v
 PortNetdev choose_port_netdev(const std::string& name)
 {
     PortNetdev chosen;
-    chosen.name = name;
+    chosen.name = name;  // kept when nothing is found
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) != 0) {
         chosen.up = true;  // nothing to follow: the port stays ACTIVE
