@@ -7,7 +7,10 @@
 # Then faults on the path (the veth carrier goes away, a silent drop: no
 # RST, no ICMP): one that heals after 5 s (rping -V goes on, every ping
 # verified), and one that never heals (both sides report an error within the
-# liveness bound, IWEMU_LIVENESS_TIMEOUT_MS).
+# liveness bound, IWEMU_LIVENESS_TIMEOUT_MS).  Also qperf -cm1, kill -9 of
+# either side mid-transfer and `ss -K` of the QP socket: the survivor (or
+# both, for ss -K) reports it and ends in bounded time, and the path then
+# carries a fresh run.
 # usage: two_hosts.sh IWEMU_RUN
 # Exit 77 (skip) only when a network namespace cannot be created here.
 set -u
@@ -24,7 +27,7 @@ cleanup() {
         [ -n "$pids" ] && kill -9 $pids 2>/dev/null
         ip netns del "$ns" 2>/dev/null
     done
-    rm -rf "$dir"
+    [ -n "${KEEP_LOGS:-}" ] && cp -r "$dir" "$KEEP_LOGS"; rm -rf "$dir"
 }
 trap cleanup EXIT
 
@@ -82,6 +85,83 @@ wait $server
 server_rc=$?
 [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V: client rc=$client_rc server rc=$server_rc"
 echo "rping -V: 200 verified pings"
+
+# qperf -cm1 (its server forks a child per test; rdma_cm connections).
+port=$((24000 + RANDOM % 2000))
+timeout 60 ip netns exec "$ns_a" "$run" qperf -lp $port >"$dir/qperf.server.log" 2>&1 &
+qperf_server=$!
+for i in $(seq 50); do
+    ip netns exec "$ns_a" ss -Hltn "sport = :$port" | grep -q . && break
+    sleep 0.1
+done
+timeout 50 ip netns exec "$ns_b" "$run" qperf -cm1 -lp $port -t 2 "$addr_a" rc_bw rc_lat rc_rdma_write_bw \
+    >"$dir/qperf.client.log" 2>&1
+qperf_rc=$?
+kill $qperf_server 2>/dev/null; wait $qperf_server 2>/dev/null
+[ $qperf_rc -eq 0 ] && ! grep -qi "fail\|error" "$dir/qperf.client.log" || fail "qperf -cm1: client rc=$qperf_rc"
+for t in rc_bw rc_lat rc_rdma_write_bw; do
+    grep -q "^$t:" "$dir/qperf.client.log" || fail "qperf -cm1: no result for $t"
+done
+echo "qperf -cm1:" $(grep -E "bw|latency" "$dir/qperf.client.log" | tr -s ' ')
+
+# rping_with_fault NAME FAULT: rping -V from B to A (endless); after 1 s of
+# verified pings FAULT runs (a command).  Both programs must then end by
+# themselves within the bound -- neither hangs nor spins on -- and a side that
+# is still alive must say why.  Sets server_rc client_rc elapsed.
+rping_with_fault() {
+    local name=$1 fault=$2
+    port=$((26000 + RANDOM % 2000))
+    timeout 40 ip netns exec "$ns_a" "$run" rping -s -d -V -a "$addr_a" -p $port -C 1000000 -S 1000 >"$dir/$name.server.log" 2>&1 &
+    local server=$!
+    sleep 0.5
+    timeout 40 ip netns exec "$ns_b" "$run" rping -c -d -v -V -a "$addr_a" -p $port -C 1000000 -S 1000 \
+        >"$dir/$name.client.log" 2>&1 &
+    local client=$!
+    sleep 1
+    [ "$(grep -c "ping data" "$dir/$name.client.log")" -gt 0 ] || fail "$name: no pings before the fault"
+    local t0=$SECONDS
+    eval "$fault"
+    wait $client; client_rc=$?
+    wait $server; server_rc=$?
+    elapsed=$((SECONDS - t0))
+    [ $client_rc -ne 124 ] && [ $server_rc -ne 124 ] || fail "$name: a side was still running 40 s later (client rc=$client_rc server rc=$server_rc)"
+    [ $elapsed -le 15 ] || fail "$name: the sides ended ${elapsed} s after the fault"
+}
+kill_namespace() { local pids; pids=$(ip netns pids "$1"); [ -n "$pids" ] && kill -9 $pids; }
+survivor_saw_it() {  # NAME SIDE: the side's log names the disconnect or an error
+    grep -Eqi "error|fail|disconnect|flush" "$dir/$1.$2.log" || fail "$1: the $2 reported nothing"
+}
+
+# kill -9 of either side mid-transfer: the other side learns (FIN or RST from
+# the dead process's kernel) and ends.
+rping_with_fault kill_client 'kill_namespace "$ns_b"'
+survivor_saw_it kill_client server
+echo "kill -9 of the client: the server ended ${elapsed} s later (rc $server_rc)"
+rping_with_fault kill_server 'kill_namespace "$ns_a"'
+survivor_saw_it kill_server client
+echo "kill -9 of the server: the client ended ${elapsed} s later (rc $client_rc)"
+
+# ss -K of the client's QP socket (the rdma_cm connection's TCP socket, to
+# the server's port): the client's socket is aborted, the server gets RST;
+# both QPs fail and both programs end.
+rping_with_fault ss_kill 'ip netns exec "$ns_b" ss -K dst "$addr_a" dport = :$port >"$dir/ss_kill.ss.log" 2>&1'
+grep -q "$addr_a:$port" "$dir/ss_kill.ss.log" || fail "ss -K closed no socket: $(cat "$dir/ss_kill.ss.log")"
+survivor_saw_it ss_kill server
+survivor_saw_it ss_kill client
+# (rping ends with 0 on DISCONNECTED, which is what the kernel's iw_cm
+# reports for an aborted connection too; the logs say it.)
+echo "ss -K of the QP socket: both sides saw it and ended ${elapsed} s later (client rc $client_rc, server rc $server_rc)"
+
+# After all that, the path still carries a fresh, verified run.
+port=$((28000 + RANDOM % 2000))
+timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 50 -S 1000 >"$dir/after.server.log" 2>&1 &
+server=$!
+sleep 0.5
+timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 50 -S 1000 >"$dir/after.client.log" 2>&1
+client_rc=$?
+wait $server
+[ $client_rc -eq 0 ] && [ $? -eq 0 ] || fail "rping -V after the faults: client rc=$client_rc"
+echo "after the faults: 50 verified pings"
 
 # rping_with_outage NAME SECONDS COUNT: rping -V from B to A; after 1 s the
 # path drops everything for SECONDS (0: for good).  Sets server_rc client_rc
