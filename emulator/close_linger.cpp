@@ -150,6 +150,25 @@ int Engine::linger_timeout_ms(int timeout_ms)
     return timeout_ms >= 0 && timeout_ms < t ? timeout_ms : t;
 }
 
+std::optional<Engine::Clock::time_point> Engine::linger_fins_due() const
+{
+    std::lock_guard<std::mutex> g(linger_lock_);
+    std::optional<Clock::time_point> due;
+    for (const auto& l : lingering_)
+        if (l.fin_at && (!due || *l.fin_at > *due)) due = l.fin_at;
+    return due;
+}
+
+void Engine::linger_send_fins()
+{
+    std::lock_guard<std::mutex> g(linger_lock_);
+    for (auto& l : lingering_) {
+        if (!l.fin_at) continue;
+        ::shutdown(l.fd, SHUT_WR);
+        l.fin_at.reset();
+    }
+}
+
 void Engine::linger_close_all()
 {
     std::lock_guard<std::mutex> g(linger_lock_);

@@ -52,6 +52,15 @@ void Emulator::close_at_exit()
         }
         for (auto& [n, qp] : qps_) qps.push_back(qp);
     }
+    // A FIN held for close_grace_ms (fin_grace.cpp) is held at exit too:
+    // the kernel would send it now, into the window the grace is for.
+    std::optional<std::chrono::steady_clock::time_point> fins_due = engine ? engine->linger_fins_due() : std::nullopt;
+    for (auto& qp : qps) {
+        const auto end = qp->fin_grace_end();
+        if (end && (!fins_due || *end > *fins_due)) fins_due = end;
+    }
+    if (fins_due) std::this_thread::sleep_until(std::min(*fins_due, deadline));
+    if (engine) engine->linger_send_fins();
     // Those we cannot lock in time are closed by the kernel (FIN or RST).
     for (auto& qp : qps) qp->shutdown_at_exit(deadline);
     if (engine) engine->join_until(deadline);

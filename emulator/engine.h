@@ -81,6 +81,10 @@ public:
                       std::optional<Clock::time_point> fin_at = std::nullopt);
     static constexpr auto close_linger_max = std::chrono::seconds(60);
     size_t lingering() const;  // sockets in linger_close (tests)
+    // At process exit, after stop(): the latest FIN still held for the grace
+    // (none: no FIN held), then send them all (the kernel closes the sockets).
+    std::optional<Clock::time_point> linger_fins_due() const;
+    void linger_send_fins();
 
 private:
     void run();

@@ -11,7 +11,10 @@
 // goes no earlier than Config::close_grace_ms after the last message the
 // peer sent (none: at once).  The application is not held up: disconnect
 // and destroy return at once, the engine sends the FIN when due (for a
-// destroyed QP, Engine::linger_close).
+// destroyed QP, Engine::linger_close).  A process that exits within the
+// grace waits for its end before it closes (Emulator::close_at_exit): the
+// kernel would otherwise send every FIN at once -- perftest destroys its
+// control QP and exits a millisecond after the siw side's last Send.
 #include <time.h>
 
 #include "emulator/emulator.h"
@@ -34,7 +37,7 @@ void QueuePair::note_peer_message()
     rx_last_message_ns_.store(coarse_now_ns(), std::memory_order_relaxed);
 }
 
-std::optional<Engine::Clock::time_point> QueuePair::fin_grace_end_locked() const
+std::optional<Engine::Clock::time_point> QueuePair::fin_grace_end() const
 {
     const int64_t last = rx_last_message_ns_.load(std::memory_order_relaxed);
     const uint32_t grace_ms = emu_.config().close_grace_ms;
@@ -48,7 +51,7 @@ std::optional<Engine::Clock::time_point> QueuePair::fin_grace_end_locked() const
 // set) while the grace lasts.
 bool QueuePair::fin_may_go_locked()
 {
-    const auto end = fin_grace_end_locked();
+    const auto end = fin_grace_end();
     if (!end) return true;
     emu_.engine().schedule_timer(qp_num_, *end);
     return false;

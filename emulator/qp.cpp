@@ -665,7 +665,7 @@ int QueuePair::shutdown_locked(bool linger)
         linger_fd = fd_.load();
         linger_fin_at_.reset();
         if (!fin_sent_) {
-            linger_fin_at_ = fin_grace_end_locked();  // fin_grace.cpp: the engine sends it then
+            linger_fin_at_ = fin_grace_end();  // fin_grace.cpp: the engine sends it then
             if (!linger_fin_at_) ::shutdown(linger_fd, SHUT_WR);
         }
         fin_sent_ = true;

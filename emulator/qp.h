@@ -187,6 +187,9 @@ public:
     // The same at process exit, giving up at `deadline` (false) if the locks
     // stay taken: exit() may run in a signal handler that interrupted their holder.
     bool shutdown_at_exit(std::chrono::steady_clock::time_point deadline);
+    // When our FIN may go (fin_grace.cpp): none = now.  No lock needed;
+    // exit waits for it too.
+    std::optional<std::chrono::steady_clock::time_point> fin_grace_end() const;
     int socket_fd() const { return fd_.load(std::memory_order_acquire); }
 
     // ---- poll ownership (rx_poll_owner.cpp) --------------------------------
@@ -350,7 +353,6 @@ private:
     // -- fin_grace.cpp: our FIN waits Config::close_grace_ms after the peer's
     // last message (Linux siw fails a Send it has sent when our FIN comes first).
     void note_peer_message();                 // rx_lock_
-    std::optional<std::chrono::steady_clock::time_point> fin_grace_end_locked() const;
     bool fin_may_go_locked();                 // sq_lock_: false while the grace lasts (timer set)
     // -- first_fpdus.cpp: how long a Responder waits for the Initiator's
     // first FPDU, and the zero-length Writes that wake a peer which left
