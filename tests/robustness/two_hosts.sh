@@ -15,6 +15,8 @@
 # Exit 77 (skip) only when a network namespace cannot be created here.
 set -u
 run=$1
+# rping's own exit race (EBADF after DISCONNECTED) is rping's, not a failure.
+. "$(dirname "$0")/../integration/rping_exit_race.sh"
 tag=iw$$
 ns_a=${tag}a ns_b=${tag}b
 addr_a=10.251.0.1 addr_b=10.251.0.2
@@ -80,9 +82,9 @@ timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 200
 server=$!
 sleep 0.5
 timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 200 -S 1000 >"$dir/rping.client.log" 2>&1
-client_rc=$?
+client_rc=$(rping_rc client $? "$dir/rping.client.log")
 wait $server
-server_rc=$?
+server_rc=$(rping_rc server $? "$dir/rping.server.log")
 [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V: client rc=$client_rc server rc=$server_rc"
 echo "rping -V: 200 verified pings"
 
@@ -158,9 +160,10 @@ timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 50 
 server=$!
 sleep 0.5
 timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 50 -S 1000 >"$dir/after.client.log" 2>&1
-client_rc=$?
+client_rc=$(rping_rc client $? "$dir/after.client.log")
 wait $server
-[ $client_rc -eq 0 ] && [ $? -eq 0 ] || fail "rping -V after the faults: client rc=$client_rc"
+server_rc=$(rping_rc server $? "$dir/after.server.log")
+[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V after the faults: client rc=$client_rc server rc=$server_rc"
 echo "after the faults: 50 verified pings"
 
 # rping_with_outage NAME SECONDS COUNT: rping -V from B to A; after 1 s the
@@ -184,8 +187,8 @@ rping_with_outage() {
         during=$(grep -c "ping data" "$dir/$name.client.log")
         ip -n "$ns_b" link set "${tag}vb" up
     fi
-    wait $client; client_rc=$?
-    wait $server; server_rc=$?
+    wait $client; client_rc=$(rping_rc client $? "$dir/$name.client.log")
+    wait $server; server_rc=$(rping_rc server $? "$dir/$name.server.log")
     elapsed=$((SECONDS - t0))
     ip -n "$ns_b" link set "${tag}vb" up
 }
