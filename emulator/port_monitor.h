@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "emulator/port_netdev.h"
 #include "emulator/verbs_types.h"
 
 namespace iwemu {
@@ -46,16 +47,6 @@ struct LinkStatus {
 // the walk.  Pure: no I/O.
 void for_each_link_status(const uint8_t* data, size_t len, const std::function<void(const LinkStatus&)>& each);
 
-// The interface chosen at start and its state then.  ifindex 0: none
-// (`name` does not exist: the port is DOWN; getifaddrs failed: ACTIVE).
-struct PortNetdev {
-    int ifindex = 0;
-    std::string name;
-    bool up = false;
-    std::optional<std::array<uint8_t, 6>> mac;
-};
-// name: the configured interface, empty for the automatic choice.
-PortNetdev choose_port_netdev(const std::string& name);
 
 class PortMonitor {
 public:

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "emulator/config.h"
+#include "emulator/port_netdev.h"
 #include "kmod-shim/sysfs_tree.h"
 
 // <bindir> -> <libdir>, relative (set by kmod-shim/CMakeLists.txt).
@@ -174,7 +176,7 @@ int main(int argc, char** argv)
 
     std::string error;
     std::string sysfs = iwemu::shim::default_sysfs_root(&error);
-    if (sysfs.empty() || !(error = iwemu::shim::sysfs_tree_sync(sysfs, iwemu::shim::default_devices())).empty()) {
+    if (sysfs.empty() || !(error = iwemu::shim::sysfs_tree_sync(sysfs, iwemu::shim::default_devices(iwemu::choose_port_netdev(iwemu::load_config().netdev).name))).empty()) {
         std::fprintf(stderr, "iwemu-run: cannot prepare the sysfs tree: %s\n", error.c_str());
         return 1;
     }

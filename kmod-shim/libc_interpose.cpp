@@ -3,12 +3,14 @@
 // whether the call concerns iwemu (a /dev/infiniband path, an fd in the
 // fd table, a NETLINK_RDMA socket) and otherwise forwards to the next
 // definition (dlsym RTLD_NEXT) untouched.  No exception leaves this file.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +22,7 @@
 #include "kmod-shim/dev_nodes.h"
 #include "kmod-shim/fd_table.h"
 #include "kmod-shim/provider_loader.h"
+#include "kmod-shim/sysfs_redirect.h"
 #include "kmod-shim/ucma_device.h"
 #include "kmod-shim/uverbs_commands.h"
 
@@ -85,6 +88,12 @@ DECLARE_REAL(close, int, int);
 DECLARE_REAL(read, ssize_t, int, void*, size_t);
 DECLARE_REAL(dup2, int, int, int);
 DECLARE_REAL(dup3, int, int, int, int);
+DECLARE_REAL(opendir, DIR*, const char*);
+DECLARE_REAL(readlink, ssize_t, const char*, char*, size_t);
+DECLARE_REAL(getxattr, ssize_t, const char*, const char*, void*, size_t);
+DECLARE_REAL(lgetxattr, ssize_t, const char*, const char*, void*, size_t);
+DECLARE_REAL(listxattr, ssize_t, const char*, char*, size_t);
+DECLARE_REAL(llistxattr, ssize_t, const char*, char*, size_t);
 
 int fail(int err)
 {
@@ -220,9 +229,15 @@ int socket(int domain, int type, int protocol)
     return REAL(socket)(domain, type, protocol);
 }
 
+// A /sys/class/infiniband* path becomes the generated tree's (sysfs_redirect.h).
+#define REDIRECT_SYSFS(path) \
+    RedirectedPath redirected_; \
+    path = sysfs_redirect(path, &redirected_)
+
 #define OPEN_BODY(realname, ...)                      \
     int r = guarded([&] { return open_dev(path, flags); }); \
     if (r != -2) return r;                            \
+    REDIRECT_SYSFS(path);                             \
     return REAL(realname)(__VA_ARGS__)
 
 int open(const char* path, int flags, ...)
@@ -270,6 +285,7 @@ int __openat64_2(int dirfd, const char* path, int flags) { OPEN_BODY(__openat64_
 #define STAT_BODY(realname, st, ...)                              \
     int r = guarded([&] { return stat_dev(path, reinterpret_cast<struct stat*>(st)); }); \
     if (r != -2) return r;                                        \
+    REDIRECT_SYSFS(path);                                         \
     return REAL(realname)(__VA_ARGS__)
 
 int stat(const char* path, struct stat* st) { STAT_BODY(stat, st, path, st); }
@@ -336,7 +352,10 @@ int statx(int dirfd, const char* path, int flags, unsigned int mask, struct stat
         dev = classify_guarded(path);
         if (dev.node == DevNode::rdma_cm && !has_ucma()) dev = {};
     }
-    if (dev.node == DevNode::none) return REAL(statx)(dirfd, path, flags, mask, stx);
+    if (dev.node == DevNode::none) {
+        REDIRECT_SYSFS(path);
+        return REAL(statx)(dirfd, path, flags, mask, stx);
+    }
     fill_dev_stat(dev, &st);
     std::memset(stx, 0, sizeof *stx);
     stx->stx_mask = STATX_BASIC_STATS;
@@ -355,6 +374,7 @@ int access(const char* path, int mode)
 {
     DevPath dev = classify_guarded(path);
     if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
+    REDIRECT_SYSFS(path);
     return REAL(access)(path, mode);
 }
 
@@ -362,7 +382,44 @@ int faccessat(int dirfd, const char* path, int mode, int flags)
 {
     DevPath dev = classify_guarded(path);
     if (dev.node != DevNode::none && (dev.node != DevNode::rdma_cm || has_ucma())) return 0;
+    REDIRECT_SYSFS(path);
     return REAL(faccessat)(dirfd, path, mode, flags);
+}
+
+// glibc's opendir opens the directory internally, past open(): `ls`,
+// Python's os.listdir and scripts list /sys/class/infiniband through it.
+DIR* opendir(const char* path)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(opendir)(path);
+}
+
+// The rest of what `ls -l`, `stat` and `find` ask of a path (SELinux label,
+// ACLs, link targets).
+ssize_t readlink(const char* path, char* buf, size_t len)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(readlink)(path, buf, len);
+}
+ssize_t getxattr(const char* path, const char* name, void* value, size_t size)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(getxattr)(path, name, value, size);
+}
+ssize_t lgetxattr(const char* path, const char* name, void* value, size_t size)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(lgetxattr)(path, name, value, size);
+}
+ssize_t listxattr(const char* path, char* list, size_t size)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(listxattr)(path, list, size);
+}
+ssize_t llistxattr(const char* path, char* list, size_t size)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(llistxattr)(path, list, size);
 }
 
 ssize_t read(int fd, void* buf, size_t len)

@@ -70,6 +70,19 @@ bool sync_file(const std::string& path, const std::string& content, std::string*
     return true;
 }
 
+// Removes the empty directories in dir other than `keep` (an interface
+// chosen before).
+void prune_dirs_but(const std::string& dir, const std::string& keep)
+{
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.' || keep == e->d_name) continue;
+        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
 // Removes numbered entries >= keep (a GID table that shrank).
 void prune_numbered(const std::string& dir, size_t keep)
 {
@@ -113,10 +126,11 @@ std::string format_gid(const Gid& gid)
     return out;
 }
 
-std::vector<SysfsDevice> default_devices()
+std::vector<SysfsDevice> default_devices(const std::string& netdev)
 {
     SysfsDevice dev;
     dev.ibdev = "iwemu0";
+    dev.netdev = netdev;
     dev.node_guid = kNodeGuidBase | 1;
 
     // Order: IPv4 non-loopback (GID 0 is what perftest and ibv_devinfo
@@ -209,6 +223,15 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
             !sync_file(ibdev + "/node_guid", format_node_guid(dev.node_guid) + "\n", &err) ||
             !sync_file(port + "/pkeys/0", "0xffff\n", &err))
             return err;
+        // device/net/<ifname>: where programs (rdma-core's tests) find the
+        // interface of an iWARP or RoCE device.
+        const std::string net = ibdev + "/device/net";
+        for (const std::string& d : {ibdev + "/device", net})
+            if (!make_dir(d, 0755, &err)) return err;
+        if (!dev.netdev.empty() && dev.netdev.find('/') == std::string::npos && dev.netdev[0] != '.' &&
+            !make_dir(net + "/" + dev.netdev, 0755, &err))
+            return err;
+        prune_dirs_but(net, dev.netdev);
         for (size_t g = 0; g < dev.gids.size(); ++g)
             if (!sync_file(port + "/gids/" + std::to_string(g), format_gid(dev.gids[g]) + "\n", &err)) return err;
         prune_numbered(port + "/gids", dev.gids.size());

@@ -19,6 +19,7 @@ struct SysfsDevice {
     std::string ibdev;       // "iwemu0"
     uint64_t node_guid = 0;  // host order; written as 4 big-endian 16-bit groups
     std::vector<Gid> gids;   // port 1 GID table, index order
+    std::string netdev;      // device/net/<netdev>, as siw's device shows its interface ("": none)
 };
 
 inline constexpr int kUverbsAbiVersion = 6;      // class/infiniband_verbs/abi_version
@@ -31,7 +32,8 @@ inline constexpr size_t kMaxGids = 16;
 // address; one GID per local address of an interface that is up: IPv4
 // addresses as IPv4-mapped GIDs (::ffff:a.b.c.d) first, then IPv6
 // addresses, loopback addresses last.
-std::vector<SysfsDevice> default_devices();
+// netdev: the interface port 1 follows (emulator/port_netdev.h).
+std::vector<SysfsDevice> default_devices(const std::string& netdev);
 
 // $XDG_RUNTIME_DIR/iwemu/sysfs-net<N> when that directory is ours and
 // writable, else /tmp/iwemu-<uid>/sysfs-net<N> (created 0700, ownership

@@ -1,0 +1,36 @@
+#!/bin/bash
+# Under iwemu-run, programs that read the kernel's own paths see the device:
+# /sys/class/infiniband and /sys/class/infiniband_verbs resolve into the
+# generated tree, in the program and in its children (ls, cat, stat, find,
+# Python), and the device shows its interface as device/net/<ifname>, the
+# way rdma-core's tests find it (then `ip -j addr show <ifname>`).  Nothing
+# else under /sys changes.
+# usage: check_sysfs_paths.sh IWEMU_RUN
+set -u
+run=$1
+fail() { echo "FAIL: $*"; exit 1; }
+ib=/sys/class/infiniband
+
+out=$("$run" ls "$ib") || fail "ls $ib"
+[ "$out" = iwemu0 ] || fail "ls $ib: '$out'"
+"$run" ls -l "$ib/" 2>&1 | grep -q "No such file" && fail "ls -l $ib/ reported a missing file"
+[ "$("$run" cat $ib/iwemu0/node_type)" = "4: RNIC" ] || fail "cat node_type"
+"$run" ls /sys/class/infiniband_verbs | grep -qx uverbs0 || fail "ls /sys/class/infiniband_verbs"
+[ "$("$run" stat -c %F $ib/iwemu0/ports/1)" = directory ] || fail "stat ports/1"
+"$run" find $ib/ -name gids | grep -qx "$ib/iwemu0/ports/1/gids" || fail "find"
+
+# The interface: the one port 1 follows (IWEMU_NETDEV picks it; not changed
+# here: the tree is shared with concurrent tests).
+ifname=$("$run" ls $ib/iwemu0/device/net/) || fail "ls device/net"
+[ -n "$ifname" ] && ip link show "$ifname" >/dev/null 2>&1 || fail "device/net lists '$ifname', not an interface"
+# rdma-core's tests: os.path.exists(.../device/net/), then `ls` of it and
+# `ip -j addr show` of the first name (a shell here: stat, then children).
+"$run" sh -c "test -d $ib/iwemu0/device/net/ && ip -j addr show \$(ls $ib/iwemu0/device/net/ | head -n 1)" |
+    grep -q '"ifname":"'"$ifname"'"' || fail "the rdma-core test suite's lookup"
+
+# Outside these paths, and outside iwemu-run, nothing changes.
+[ "$("$run" cat /sys/class/net/lo/ifindex)" = "$(cat /sys/class/net/lo/ifindex)" ] || fail "/sys/class/net changed"
+if [ ! -e $ib ]; then
+    "$run" sh -c "ls /sys/class/infiniband_x" >/dev/null 2>&1 && fail "a path only sharing the prefix was redirected"
+fi
+echo "PASS: /sys/class/infiniband* under iwemu-run (interface $ifname)"
