@@ -48,7 +48,9 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* ibpd, ibv_qp_init_attr* init)
     q.srq = init->srq;
     q.handle = qp->emu->qp_num();
     q.qp_num = qp->emu->qp_num();
-    q.state = IBV_QPS_INIT;  // what ibv_query_qp reports (emulator/qp.h)
+    // As the kernel path sets it (libibverbs' create_qp response handling);
+    // ibv_query_qp reports INIT, siw's IDLE, and libibverbs then copies that here.
+    q.state = IBV_QPS_RESET;
     q.qp_type = IBV_QPT_RC;
     q.events_completed = 0;
     pthread_mutex_init(&q.mutex, nullptr);

@@ -244,9 +244,11 @@ int main()
     ia.qp_context = reinterpret_cast<void*>(0x5678);
     ibv_qp* qp = ibv_create_qp(pd, &ia);
     REQUIRE(qp);
-    // An iWARP QP is in INIT once created (kernel siw, cxgb4; rdma-core's
-    // test_query_rc_qp): IDLE, which RESET and INIT both map to.
-    CHECK(qp->qp_num != 0 && qp->state == IBV_QPS_INIT && qp->qp_context == reinterpret_cast<void*>(0x5678));
+    // An iWARP QP queries as INIT once created (kernel siw, cxgb4; rdma-core's
+    // test_query_rc_qp): IDLE, which RESET and INIT both map to.  The
+    // ibv_qp's own state field starts at RESET, as the kernel path sets it
+    // (rdma-core's test_create_rc_qp_no_attr), until a query or modify.
+    CHECK(qp->qp_num != 0 && qp->state == IBV_QPS_RESET && qp->qp_context == reinterpret_cast<void*>(0x5678));
     CHECK(ia.cap.max_send_wr >= 16 && ia.cap.max_recv_wr >= 16);
 
     ibv_qp_init_attr ia_srq = ia;
@@ -264,6 +266,7 @@ int main()
     ibv_qp_init_attr qinit{};
     CHECK(ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &qinit) == 0 && attr.qp_state == IBV_QPS_INIT);
     CHECK(attr.cur_qp_state == IBV_QPS_INIT);
+    CHECK(qp->state == IBV_QPS_INIT);  // libibverbs copied the queried state
     // RESET is still reachable, and INIT again from there.
     attr = {};
     attr.qp_state = IBV_QPS_RESET;
