@@ -97,6 +97,10 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
         // ORD/IRD: the application's values until a connection negotiates its own.
         if (mask & qp_attr_max_qp_rd_atomic) ord_ = attr.max_rd_atomic;
         if (mask & qp_attr_max_dest_rd_atomic) ird_ = attr.max_dest_rd_atomic;
+        if (mask & qp_attr_timeout) ib_timers_.timeout = attr.timeout;
+        if (mask & qp_attr_retry_cnt) ib_timers_.retry_cnt = attr.retry_cnt;
+        if (mask & qp_attr_rnr_retry) ib_timers_.rnr_retry = attr.rnr_retry;
+        if (mask & qp_attr_min_rnr_timer) ib_timers_.min_rnr_timer = attr.min_rnr_timer;
         if (!(mask & qp_attr_state)) return 0;
         const QpState next = attr.qp_state;
         if (t.abort) {
@@ -151,6 +155,10 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
         attr->sq_draining = state_.load() == QpState::sqd && sq_head_ != sq_tail_;
         attr->port_num = 1;
         attr->path_mtu = 5;
+        attr->timeout = ib_timers_.timeout;
+        attr->retry_cnt = ib_timers_.retry_cnt;
+        attr->rnr_retry = ib_timers_.rnr_retry;
+        attr->min_rnr_timer = ib_timers_.min_rnr_timer;
     }
     if (init) *init = init_;
     return 0;

@@ -415,6 +415,10 @@ private:
     static constexpr int64_t mulpdu_check_interval_ns = 1'000'000;
     uint16_t ord_ = 0;   // outbound Reads in flight allowed
     uint16_t ird_ = 0;   // inbound Reads queued allowed
+    // IB transport timers (timeout, retry_cnt, rnr_retry, min_rnr_timer):
+    // TCP retransmits for an RNIC, so they only read back as they were set,
+    // as applications and rdma-core's tests expect of a device.
+    QpAttr ib_timers_;
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks

@@ -303,9 +303,14 @@ int ucma_cm_disconnect(cm::ConnectionId id, cm::DisconnectMode mode) {
 
 void ucma_cm_destroy(cm::ConnectionId id) { cm_instance().destroy(id); }
 
-int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint) {
+int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint, std::optional<uint8_t> ack_timeout) {
     std::shared_ptr<QueuePair> qp = Emulator::instance().find_qp(qp_num);
     if (!qp) return -EINVAL;  // as iw_cm_connect / iw_cm_accept for an unknown QP
+    if (ack_timeout) {
+        QpAttr a;
+        a.timeout = *ack_timeout;
+        qp->modify(a, qp_attr_timeout);
+    }
     std::weak_ptr<QueuePair> weak = qp;
     endpoint->attach = [weak](cm::ConnectionId conn, const ConnectionParams& params) -> int {
         std::shared_ptr<QueuePair> qp = weak.lock();

@@ -50,7 +50,9 @@ void ucma_cm_forget_after_fork();
 
 // How a negotiated connection reaches the QP numbered qp_num (24 bits, any
 // ibv_context of the process).  0, or -EINVAL when no such QP exists.
-int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint);
+// ack_timeout: RDMA_OPTION_ID_ACK_TIMEOUT, given to the QP as its `timeout`
+// attribute (no effect over TCP; it reads back, as rdma_cm sets it on an RC QP).
+int ucma_qp_endpoint(uint32_t qp_num, cm::Endpoint* endpoint, std::optional<uint8_t> ack_timeout = std::nullopt);
 
 // Handler for every CM event of the id `handle` (a listener's, or an active /
 // accepted connection's).  Runs on the CM thread.

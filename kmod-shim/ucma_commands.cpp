@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -155,6 +156,12 @@ struct Ctx {
     size_t in_len;
     size_t out;
 };
+
+// RDMA_OPTION_ID_ACK_TIMEOUT for the QP the id connects (none: not set).
+std::optional<uint8_t> ack_timeout_of(const UcmaId& id) {
+    if (!id.ack_timeout_set) return std::nullopt;
+    return id.ack_timeout;
+}
 
 int cmd_create_id(Ctx& c) {
     rdma_ucm_create_id cmd;
@@ -410,12 +417,14 @@ int cmd_connect(Ctx& c) {
     auto attempt = std::make_shared<ConnectAttempt>();
     cm::ConnectArgs& args = attempt->args;
     uint32_t handle;
+    std::optional<uint8_t> ack_timeout;
     {
         Lock lock(ucma_lock());
         UcmaId* id = ucma_id_find_on(c.file.get(), cmd.id);
         if (!id) return -ENOENT;
         if (!ucma_id_set_state(*id, CmIdState::connect)) return -EINVAL;
         id->has_iw_cm_id = true;
+        ack_timeout = ack_timeout_of(*id);
         id->qp_num = cmd.conn_param.qp_num & 0xFFFFFF;
         id->connect_attempt = attempt;
         handle = id->handle;
@@ -430,7 +439,7 @@ int cmd_connect(Ctx& c) {
         if (id->port_fd >= 0) ::close(id->port_fd);
         id->port_fd = -1;
     }
-    int rc = ucma_qp_endpoint(cmd.conn_param.qp_num & 0xFFFFFF, &args.endpoint);
+    int rc = ucma_qp_endpoint(cmd.conn_param.qp_num & 0xFFFFFF, &args.endpoint, ack_timeout);
     if (rc == 0) {
         auto pd = private_data_of(cmd.conn_param);
         attempt->private_data.assign(pd.begin(), pd.end());
@@ -466,6 +475,7 @@ int cmd_accept(Ctx& c) {
     if (!cmd.conn_param.valid) return -EINVAL;  // iWARP has no RTU-style ACCEPT
     uint32_t handle;
     cm::ConnectionId conn;
+    std::optional<uint8_t> ack_timeout;
     {
         Lock lock(ucma_lock());
         int err;
@@ -476,9 +486,10 @@ int cmd_accept(Ctx& c) {
         id->qp_num = cmd.conn_param.qp_num & 0xFFFFFF;
         handle = id->handle;
         conn = id->cm_connection;
+        ack_timeout = ack_timeout_of(*id);
     }
     cm::AcceptArgs args;
-    int rc = ucma_qp_endpoint(cmd.conn_param.qp_num & 0xFFFFFF, &args.endpoint);
+    int rc = ucma_qp_endpoint(cmd.conn_param.qp_num & 0xFFFFFF, &args.endpoint, ack_timeout);
     if (rc == 0) {
         args.ird = cmd.conn_param.responder_resources;
         args.ord = cmd.conn_param.initiator_depth;
@@ -597,8 +608,11 @@ int cmd_set_option(Ctx& c) {
         id->afonly = v != 0;
         return 0;
     }
-    case RDMA_OPTION_ID_ACK_TIMEOUT:  // IB retransmission timer: accepted, no meaning over TCP
+    case RDMA_OPTION_ID_ACK_TIMEOUT:  // IB retransmission timer: no meaning over TCP, kept for the QP
         if (cmd.optlen != sizeof(uint8_t)) return -EINVAL;
+        if (id->qp_type != abi::qpt_rc) return -EINVAL;  // the kernel's rule (RC and XRC initiator only)
+        std::memcpy(&id->ack_timeout, optval, 1);
+        id->ack_timeout_set = true;
         return 0;
     default:
         return -ENOSYS;

@@ -55,6 +55,8 @@ struct UcmaId {
 
     // Options (SET_OPTION level RDMA_OPTION_ID).
     uint8_t tos = 0;
+    uint8_t ack_timeout = 0;       // RDMA_OPTION_ID_ACK_TIMEOUT, when ack_timeout_set
+    bool ack_timeout_set = false;
     bool reuseaddr = false;
     int afonly = -1;            // -1: not set (system default)
 

@@ -414,6 +414,59 @@ void test_disconnect_after_peer_closed() {
 // client gets an MPA Reject (REJECTED, ECONNREFUSED), not a reset.  The
 // shim used to destroy the connection right behind its reject, so the
 // Reject was cut off by the RST (status ECONNRESET).
+// RDMA_OPTION_ID_ACK_TIMEOUT reaches the connected QP on both sides and
+// reads back through ibv_query_qp (rdma-core's test_rdmacm_async_traffic);
+// it has no effect over TCP.  Only RC ids take it, as in the kernel.
+void test_ack_timeout_option() {
+    Side srv, cli;
+    srv.ch = rdma_create_event_channel();
+    cli.ch = rdma_create_event_channel();
+    CHECK(srv.ch && cli.ch);
+    set_nonblocking(srv.ch);
+    set_nonblocking(cli.ch);
+    rdma_cm_id* listener = nullptr;
+    CHECK(rdma_create_id(srv.ch, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    CHECK(rdma_listen(listener, 4) == 0);
+    CHECK(client_ready(cli, ntohs(rdma_get_src_port(listener))));
+    uint8_t client_timeout = 21, server_timeout = 17;
+    CHECK(rdma_set_option(cli.id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &client_timeout, 1) == 0);
+    rdma_conn_param cp{};
+    cp.responder_resources = cp.initiator_depth = 1;
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    rdma_cm_event* ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    CHECK(ev);
+    if (!ev) return;
+    rdma_cm_id* child = ev->id;
+    rdma_ack_cm_event(ev);
+    ibv_cq* child_cq = nullptr;
+    CHECK(make_qp(child, &child_cq));
+    CHECK(rdma_set_option(child, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &server_timeout, 1) == 0);
+    CHECK(rdma_accept(child, &cp) == 0);
+    if ((ev = expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED))) rdma_ack_cm_event(ev);
+    if ((ev = expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED))) rdma_ack_cm_event(ev);
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    CHECK(ibv_query_qp(cli.id->qp, &qa, IBV_QP_TIMEOUT, &qi) == 0 && qa.timeout == client_timeout);
+    CHECK(ibv_query_qp(child->qp, &qa, IBV_QP_TIMEOUT, &qi) == 0 && qa.timeout == server_timeout);
+    CHECK(rdma_set_option(cli.id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &client_timeout, 4) != 0 &&
+          errno == EINVAL);  // one octet, not an int
+    rdma_disconnect(cli.id);
+    rdma_destroy_qp(child);
+    ibv_destroy_cq(child_cq);
+    rdma_destroy_id(child);
+    destroy_side(cli);
+    rdma_destroy_id(listener);
+    rdma_cm_id* udp = nullptr;
+    CHECK(rdma_create_id(cli.ch, &udp, nullptr, RDMA_PS_UDP) == 0);
+    CHECK(rdma_set_option(udp, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &client_timeout, 1) != 0 &&
+          errno == EINVAL);
+    rdma_destroy_id(udp);
+    rdma_destroy_event_channel(srv.ch);
+    rdma_destroy_event_channel(cli.ch);
+}
+
 void test_destroy_unanswered_request_rejects() {
     Side srv, cli;
     srv.ch = rdma_create_event_channel();
@@ -666,6 +719,7 @@ int main() {
         {"connect_reject_accept", test_connect_reject_accept},
         {"destroy_unanswered_request_rejects", test_destroy_unanswered_request_rejects},
         {"disconnect_after_peer_closed", test_disconnect_after_peer_closed},
+        {"ack_timeout_option", test_ack_timeout_option},
         {"blocking_get_event", test_blocking_get_event},
         {"epoll_and_destroy_with_queued_event", test_epoll_and_destroy_with_queued_event},
         {"fork_child_connects_to_parent", test_fork_child_connects_to_parent},
