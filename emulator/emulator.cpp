@@ -1,6 +1,7 @@
 #include "emulator/emulator.h"
 
 #include <ifaddrs.h>
+#include <pthread.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <thread>
 
@@ -32,6 +34,7 @@ Emulator& Emulator::instance()
     static Emulator* emu = [] {
         auto* e = new Emulator(load_config());
         std::atexit([] { Emulator::instance().close_at_exit(); });
+        pthread_atfork(nullptr, nullptr, [] { Emulator::instance().forget_after_fork(); });
         return e;
     }();
     return *emu;
@@ -64,6 +67,30 @@ void Emulator::close_at_exit()
     // Those we cannot lock in time are closed by the kernel (FIN or RST).
     for (auto& qp : qps) qp->shutdown_at_exit(deadline);
     if (engine) engine->join_until(deadline);
+}
+
+// fork(): the child is a copy with one thread.  The parent's QPs share their
+// sockets with the parent (a shutdown() or FIN from here would end the
+// parent's connections) and the engine's epoll set is the parent's too (the
+// parent's engine thread would take the child's sockets' events).  The child
+// forgets both, never touching them, and makes an engine of its own on first
+// use: as with the kernel, a child uses the objects it creates.  What it
+// forgets stays reachable from `left_by_parent`, so leak checkers stay quiet.
+void Emulator::forget_after_fork()
+{
+    struct LeftByParent {
+        std::unordered_map<uint32_t, std::shared_ptr<QueuePair>> qps;
+        std::unique_ptr<Engine> engine;
+    };
+    static std::vector<LeftByParent>* left_by_parent = new std::vector<LeftByParent>;
+    // A parent thread may have held these at fork time; it does not exist here.
+    new (&objects_lock_) std::mutex;
+    new (&engine_lock_) std::mutex;
+    new (&few_lock_) std::shared_mutex;
+    few_count_.store(0, std::memory_order_relaxed);
+    engine_ptr_.store(nullptr, std::memory_order_release);
+    left_by_parent->push_back({std::move(qps_), std::move(engine_)});
+    qps_.clear();
 }
 
 Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr, config.stag_key_seed)

@@ -142,6 +142,7 @@ private:
     void detect_identity();
     void refresh_few_qps_locked();  // few_lock_ (unique) and objects_lock_ held
     void close_at_exit();  // the process-wide instance, from atexit
+    void forget_after_fork();  // the process-wide instance, in a fork()ed child
 
     Config config_;
     DeviceAttributes device_;
