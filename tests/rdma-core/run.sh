@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# rdma-core's own test suite (Debian's python3-pyverbs ships it, matching the
+# installed rdma-core, under /usr/share/doc/rdma-core/tests) against iwemu0,
+# through iwemu-run.  A copy is unpacked into a temporary directory; nothing
+# of it enters this repository.
+#
+#   tests/rdma-core/run.sh BUILD_DIR        (scripts/test --rdma-core)
+#
+# Every skip must be one of the reasons below, which cannot apply to an
+# iWARP RC device or to this host; any other skip, failure or error fails
+# the run.  Prints the counts, every unexpected skip by reason, and
+# "rdma-core: N passed, M failed" (M: failures + errors + unexpected skips).
+set -uo pipefail
+build=${1:?usage: run.sh BUILD_DIR}
+run=$(cd "$build" && pwd)/bin/iwemu-run
+suite=/usr/share/doc/rdma-core/tests
+fail_stage() { echo "rdma-core: $*"; echo "rdma-core: 0 passed, 1 failed"; exit 1; }
+[ -x "$run" ] || fail_stage "no $run (build first)"
+if [ ! -f "$suite/run_tests.py" ]; then
+    { apt-get install -y python3-pyverbs || sudo apt-get install -y python3-pyverbs; } >/dev/null 2>&1 ||
+        fail_stage "python3-pyverbs is not installed and cannot be installed here"
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cp -r "$suite" "$dir/tests" && gunzip -f "$dir"/tests/*.gz || fail_stage "cannot unpack $suite"
+cd "$dir" || exit 1
+timeout 900 "$run" /usr/bin/python3 tests/run_tests.py --dev iwemu0 -v >"$dir/suite.log" 2>&1
+rc=$?
+[ $rc -eq 124 ] && fail_stage "the suite did not finish within 900 s"
+python3 - "$dir/suite.log" <<'PY'
+import re, sys
+# Skips that cannot apply to an iWARP RC device, or to this host.
+not_applicable = [
+    r"non MLX5 device", r"not an MLX5 device", r"non EFA device",      # vendor DV
+    r"Device memory is not supported",                                  # on-device memory
+    r"Create (UD|UC|Raw Packet) QP", r"Create QP type [48] ",           # UD (4), raw packet (8): no iWARP wire form
+    r"Create XRCD", r"Create AH", r"Multicast is not supported",        # XRC, address handles, UD multicast
+    r"dmabuf is not supported", r"cuda-python", r"PCI device must be passed",  # GPU / VFIO on the host
+    r"no huge pages of size", r"All gid indices populated",             # host configuration
+]
+log = open(sys.argv[1], errors="replace").read()
+ran = re.search(r"^Ran (\d+) tests", log, re.M)
+total = int(ran.group(1)) if ran else 0
+# Failures and errors are listed after the run, one "FAIL: name (...)" each;
+# skips are reported inline as "skipped 'reason'".
+failed = re.findall(r"^(FAIL|ERROR): (\S+) \(([^)]*)\)", log, re.M)
+skips = re.findall(r"skipped '(.*?)'$", log, re.M)
+unexpected = [r for r in skips if not any(re.search(p, r) for p in not_applicable)]
+passed = total - len(failed) - len(skips)
+print(f"rdma-core suite: {total} tests, {passed} passed, "
+      f"{sum(f[0] == 'FAIL' for f in failed)} failed, {sum(f[0] == 'ERROR' for f in failed)} errors, "
+      f"{len(skips)} skipped ({len(skips) - len(unexpected)} not applicable)")
+for kind, name, where in failed:
+    print(f"  {kind}: {where}")
+by_reason = {}
+for r in unexpected:
+    by_reason[r] = by_reason.get(r, 0) + 1
+for reason, n in sorted(by_reason.items(), key=lambda kv: -kv[1]):
+    print(f"  skipped {n:3d}: {reason}")
+if not ran:
+    print(log[-3000:])
+bad = len(failed) + len(unexpected) + (0 if ran else 1)
+print(f"rdma-core: {passed} passed, {bad} failed")
+sys.exit(1 if bad else 0)
+PY
