@@ -224,16 +224,26 @@ int Emulator::dealloc_pd(ProtectionDomain* pd)
     return 0;
 }
 
-int Emulator::reg_mr(ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
-                     MemoryRegion** out)
+namespace {
+// reg_mr's and rereg_mr's checks of a region's memory and rights.
+int check_region(void* addr, uint64_t length, uint64_t iova, uint32_t access)
 {
-    if (!pd || !out || length == 0 || length > limits::max_mr_size) return EINVAL;
+    if (length == 0 || length > limits::max_mr_size) return EINVAL;
     if (!addr) return EINVAL;
     // IB rule (ibv_reg_mr(3)): remote write or atomic needs local write.
     if ((access & (access_remote_write | access_remote_atomic)) && !(access & access_local_write)) return EINVAL;
     if (access & access_remote_atomic) return EINVAL;  // RFC 7306 off; atomic_cap is NONE
     if (reinterpret_cast<uintptr_t>(addr) + length < reinterpret_cast<uintptr_t>(addr)) return EINVAL;
     if (iova + length < iova && iova + length != 0) return EINVAL;
+    return 0;
+}
+}  // namespace
+
+int Emulator::reg_mr(ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
+                     MemoryRegion** out)
+{
+    if (!pd || !out) return EINVAL;
+    if (int err = check_region(addr, length, iova, access)) return err;
     int rc = stags_.register_region(pd, addr, length, iova, access, out);
     if (rc == 0) pd->users_.fetch_add(1, std::memory_order_acq_rel);
     return rc;
@@ -245,6 +255,18 @@ int Emulator::dereg_mr(MemoryRegion* mr)
     ProtectionDomain* pd = mr->pd();
     stags_.deregister(mr);
     pd->users_.fetch_sub(1, std::memory_order_acq_rel);
+    return 0;
+}
+
+int Emulator::rereg_mr(MemoryRegion* mr, ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova,
+                       uint32_t access)
+{
+    if (!mr || !mr->pd() || !pd) return EINVAL;
+    if (int err = check_region(addr, length, iova, access)) return err;
+    ProtectionDomain* old_pd = mr->pd();
+    if (pd != old_pd) pd->users_.fetch_add(1, std::memory_order_acq_rel);
+    stags_.reregister(mr, pd, addr, length, iova, access);
+    if (pd != old_pd) old_pd->users_.fetch_sub(1, std::memory_order_acq_rel);
     return 0;
 }
 

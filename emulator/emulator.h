@@ -76,6 +76,10 @@ public:
     int reg_mr(ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
                MemoryRegion** out);
     int dereg_mr(MemoryRegion* mr);
+    // ibv_rereg_mr: what is not to change is passed as the MR's current
+    // value; the STag stays.  EINVAL as reg_mr.
+    int rereg_mr(MemoryRegion* mr, ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova,
+                 uint32_t access);
 
     // cqe: requested size; the CQ holds at least that many (EINVAL if 0 or above max_cqe).
     int create_cq(uint32_t cqe, CompletionQueue** out);

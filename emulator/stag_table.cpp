@@ -76,6 +76,20 @@ void StagTable::deregister(MemoryRegion* mr)
     live_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+void StagTable::reregister(MemoryRegion* mr, ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova,
+                           uint32_t access)
+{
+    // invalid, not free: the slot must not be handed to another registration.
+    mr->state_.store(MemoryRegion::State::invalid, std::memory_order_seq_cst);
+    while (mr->users_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    mr->host_ = static_cast<uint8_t*>(addr);
+    mr->iova_ = iova;
+    mr->length_ = length;
+    mr->access_ = access;
+    mr->pd_ = pd;
+    mr->state_.store(MemoryRegion::State::valid, std::memory_order_release);
+}
+
 MemoryRegion* StagTable::acquire(uint32_t stag, const ProtectionDomain* pd, uint32_t access, uint64_t to,
                                  uint64_t len, StagError* error)
 {

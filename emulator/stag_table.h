@@ -83,6 +83,11 @@ public:
                         MemoryRegion** out);
     // Invalidate, wait until no data path user holds it, free the slot.
     void deregister(MemoryRegion* mr);
+    // ibv_rereg_mr: the same STag now names new memory, PD or rights.  The
+    // entry is invalid while it changes (a tagged access meanwhile fails as
+    // with an unknown STag) and no data path user holds the old values after.
+    void reregister(MemoryRegion* mr, ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova,
+                    uint32_t access);
 
     // Data path: pin the entry named by `stag` if it is valid and every check
     // passes (PD, access bits all present, [to, to+len) in bounds).  On

@@ -32,16 +32,21 @@ int dealloc_pd(ibv_pd* ibpd)
 
 // ---- MR ------------------------------------------------------------------
 
-ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access)
+uint32_t emulator_access(int access)
 {
-    auto* mr = static_cast<Mr*>(calloc(1, sizeof(Mr)));
-    if (!mr) return fail<ibv_mr>(ENOMEM);
     // The kernel (ib_core) accepts REMOTE_ATOMIC on any device as long as
     // LOCAL_WRITE is set, and qperf always asks for it; with atomic_cap NONE
     // the right can never be exercised, so the emulator does not see it.
     uint32_t emu_access = static_cast<uint32_t>(access);
     if ((emu_access & access_remote_atomic) && (emu_access & access_local_write)) emu_access &= ~access_remote_atomic;
-    if (int err = emu().reg_mr(to_pd(ibpd)->emu, addr, length, hca_va, emu_access, &mr->emu)) {
+    return emu_access;
+}
+
+ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access)
+{
+    auto* mr = static_cast<Mr*>(calloc(1, sizeof(Mr)));
+    if (!mr) return fail<ibv_mr>(ENOMEM);
+    if (int err = emu().reg_mr(to_pd(ibpd)->emu, addr, length, hca_va, emulator_access(access), &mr->emu)) {
         free(mr);
         return fail<ibv_mr>(err);
     }
@@ -64,6 +69,33 @@ int dereg_mr(verbs_mr* vmr)
     return 0;
 }
 
+// libibverbs has checked the flags and updates ibv_mr's pd, addr and length
+// on success; the access it leaves to the provider.  Keys stay as they are
+// (the kernel's rereg keeps them unless asked otherwise).
+int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length, int access)
+{
+    Mr* mr = reinterpret_cast<Mr*>(vmr);
+    MemoryRegion* cur = mr->emu;
+    ProtectionDomain* pd = cur->pd();
+    void* host = cur->addr();
+    uint64_t len = cur->length();
+    uint64_t iova = cur->iova();
+    int new_access = vmr->access;
+    if (flags & IBV_REREG_MR_CHANGE_PD) {
+        if (!ibpd || ibpd->context != vmr->ibv_mr.context) return fail_status(EINVAL);
+        pd = to_pd(ibpd)->emu;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        host = addr;
+        len = length;
+        iova = reinterpret_cast<uintptr_t>(addr);  // as ibv_reg_mr: the virtual address
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) new_access = access;
+    if (int err = emu().rereg_mr(cur, pd, host, len, iova, emulator_access(new_access))) return fail_status(err);
+    vmr->access = new_access;
+    return 0;
+}
+
 }  // namespace
 
 const verbs_context_ops kPdMrOps = [] {
@@ -72,6 +104,7 @@ const verbs_context_ops kPdMrOps = [] {
     ops.dealloc_pd = Guard<dealloc_pd>::call;
     ops.reg_mr = Guard<reg_mr>::call;
     ops.dereg_mr = Guard<dereg_mr>::call;
+    ops.rereg_mr = Guard<rereg_mr>::call;
     return ops;
 }();
 
