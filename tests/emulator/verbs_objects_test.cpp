@@ -259,6 +259,44 @@ TEST_F(Objects, StagTableChecks)
     EXPECT_EQ(emu.dereg_mr(mr2), 0);
 }
 
+TEST_F(Objects, ReregKeepsTheStagAndAppliesTheNewValues)
+{
+    std::vector<uint8_t> a(4096), b(1024);
+    const uint64_t base_a = reinterpret_cast<uint64_t>(a.data()), base_b = reinterpret_cast<uint64_t>(b.data());
+    MemoryRegion* mr;
+    ASSERT_EQ(emu.reg_mr(pd, a.data(), a.size(), base_a, access_local_write | access_remote_write, &mr), 0);
+    const uint32_t stag = mr->stag();
+    auto& t = emu.stags();
+    StagError e;
+    // The rights: remote write taken away.
+    ASSERT_EQ(emu.rereg_mr(mr, pd, a.data(), a.size(), base_a, access_local_write), 0);
+    EXPECT_EQ(mr->stag(), stag);
+    EXPECT_EQ(t.acquire(stag, pd, access_remote_write, base_a, 1, &e), nullptr);
+    EXPECT_EQ(e, StagError::access);
+    // The memory: the old range is out of bounds, the new one in.
+    ASSERT_EQ(emu.rereg_mr(mr, pd, b.data(), b.size(), base_b, access_local_write | access_remote_write), 0);
+    EXPECT_EQ(t.acquire(stag, pd, access_remote_write, base_a, 1, &e), nullptr);
+    EXPECT_EQ(e, StagError::bounds);
+    MemoryRegion* got = t.acquire(stag, pd, access_remote_write, base_b + 1000, 24, &e);
+    ASSERT_EQ(got, mr);
+    EXPECT_EQ(got->at(base_b + 1000), b.data() + 1000);
+    StagTable::release(got);
+    // The PD: the old one is free of it, the new one busy.
+    ProtectionDomain* pd2;
+    ASSERT_EQ(emu.alloc_pd(&pd2), 0);
+    ASSERT_EQ(emu.rereg_mr(mr, pd2, b.data(), b.size(), base_b, access_local_write), 0);
+    EXPECT_EQ(t.acquire(stag, pd, 0, base_b, 1, &e), nullptr);
+    EXPECT_EQ(e, StagError::pd_mismatch);
+    EXPECT_EQ(emu.dealloc_pd(pd2), EBUSY);
+    // reg_mr's checks; a refused rereg changes nothing.
+    EXPECT_EQ(emu.rereg_mr(mr, pd2, b.data(), 0, base_b, access_local_write), EINVAL);
+    EXPECT_EQ(emu.rereg_mr(mr, pd2, b.data(), b.size(), base_b, access_remote_write), EINVAL);
+    EXPECT_EQ(mr->pd(), pd2);
+    EXPECT_EQ(mr->access(), access_local_write);
+    ASSERT_EQ(emu.dereg_mr(mr), 0);
+    EXPECT_EQ(emu.dealloc_pd(pd2), 0);
+}
+
 TEST_F(Objects, OneGibRegistrationIsCheap)
 {
     const size_t len = size_t{1} << 30;
