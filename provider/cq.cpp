@@ -61,21 +61,23 @@ std::shared_ptr<ChannelSender> sender_of(ibv_comp_channel* channel)
     return s;
 }
 
-ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
+}  // namespace
+
+Cq* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
 {
-    if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<ibv_cq>(EINVAL);
+    if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return fail<Cq>(EINVAL);
     std::shared_ptr<ChannelSender> sender;
     if (channel) {
         sender = sender_of(channel);
-        if (!sender) return fail<ibv_cq>(errno);
+        if (!sender) return fail<Cq>(errno);
     }
     auto* mem = calloc(1, sizeof(Cq));
-    if (!mem) return fail<ibv_cq>(ENOMEM);
+    if (!mem) return fail<Cq>(ENOMEM);
     auto* cq = new (mem) Cq{};
     if (int err = emu().create_cq(static_cast<uint32_t>(cqe), &cq->emu)) {
         cq->~Cq();
         free(cq);
-        return fail<ibv_cq>(err);
+        return fail<Cq>(err);
     }
     cq->emu->user_context = cq;
     cq->ibv.cqe = static_cast<int>(cq->emu->capacity());
@@ -89,7 +91,15 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
                                    handle);
     }
     track(ctx, &ContextObjects::cqs, cq);
-    return &cq->ibv;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
+    return cq;
+}
+
+namespace {
+
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector)
+{
+    Cq* cq = make_cq(ctx, cqe, channel, comp_vector);
+    return cq ? &cq->ibv : nullptr;  // libibverbs runs verbs_init_cq (context, channel, mutex/cond)
 }
 
 int destroy_cq(ibv_cq* ibcq)

@@ -95,9 +95,17 @@ struct ChannelSender {
     const uint64_t pipe;  // inode of the pipe: tells a reused channel address apart
 };
 
+// One layout for both kinds of CQ: ibv_cq_ex begins with the fields of
+// ibv_cq, so the classic verbs (poll_cq, req_notify_cq, destroy_cq, the QP's
+// CQ lookup) serve a CQ made by create_cq_ex unchanged.  `cur` is the entry
+// an extended poll (start_poll .. end_poll) is reading.
 struct Cq {
-    ibv_cq ibv;
+    union {
+        ibv_cq ibv;
+        ibv_cq_ex ex;
+    };
     CompletionQueue* emu;
+    Completion cur;
 };
 
 struct Srq {
@@ -138,6 +146,9 @@ inline void untrack(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*se
 
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+
+// A CQ with its emulator side and channel hook-up (cq.cpp); errno set on failure.
+Cq* make_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 

@@ -49,6 +49,7 @@ void unregister_context(Context* ctx);
 extern const verbs_context_ops kQueryOps;
 extern const verbs_context_ops kPdMrOps;
 extern const verbs_context_ops kCqOps;
+extern const verbs_context_ops kCqExOps;
 extern const verbs_context_ops kSrqOps;
 extern const verbs_context_ops kQpOps;
 
