@@ -597,6 +597,8 @@ void test_fork_with_live_connections() {
     rdma_destroy_id(parent.child);
     destroy_side(parent.cli);
     rdma_destroy_id(parent.listener);
+    rdma_destroy_event_channel(parent.srv.ch);
+    rdma_destroy_event_channel(parent.cli.ch);
 }
 
 void test_destroy_unanswered_request_rejects() {
