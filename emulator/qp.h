@@ -418,7 +418,9 @@ private:
     // IB transport timers (timeout, retry_cnt, rnr_retry, min_rnr_timer):
     // TCP retransmits for an RNIC, so they only read back as they were set,
     // as applications and rdma-core's tests expect of a device.
-    QpAttr ib_timers_;
+    struct IbTimers {
+        uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
+    } ib_timers_;
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
