@@ -77,15 +77,21 @@ env_b=$(ip netns exec "$ns_b" "$run" --env | sed -n 's/^export SYSFS_PATH=//p' |
 perftest write_bw_oob -n 300 -s 4096
 perftest write_bw_rdmacm -R -n 300 -s 4096
 
-port=$((20000 + RANDOM % 2000))
-timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 200 -S 1000 >"$dir/rping.server.log" 2>&1 &
-server=$!
-sleep 0.5
-timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 200 -S 1000 >"$dir/rping.client.log" 2>&1
-client_rc=$(rping_rc client $? "$dir/rping.client.log")
-wait $server
-server_rc=$(rping_rc server $? "$dir/rping.server.log")
-[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V: client rc=$client_rc server rc=$server_rc"
+# rping_pair NAME COUNT BASE_PORT: a verified rping -V pair, B to A; both
+# must exit 0 (rping's own exit race aside).
+rping_pair() {
+    local name=$1 count=$2 port=$(($3 + RANDOM % 2000)) server client_rc server_rc
+    timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C $count -S 1000 >"$dir/$name.server.log" 2>&1 &
+    server=$!
+    sleep 0.5
+    timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C $count -S 1000 >"$dir/$name.client.log" 2>&1
+    client_rc=$(rping_rc client $? "$dir/$name.client.log")
+    wait $server
+    server_rc=$(rping_rc server $? "$dir/$name.server.log")
+    [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V ($name): client rc=$client_rc server rc=$server_rc"
+}
+
+rping_pair rping 200 20000
 echo "rping -V: 200 verified pings"
 
 # qperf -cm1 (its server forks a child per test; rdma_cm connections).
@@ -155,15 +161,7 @@ survivor_saw_it ss_kill client
 echo "ss -K of the QP socket: both sides saw it and ended ${elapsed} s later (client rc $client_rc, server rc $server_rc)"
 
 # After all that, the path still carries a fresh, verified run.
-port=$((28000 + RANDOM % 2000))
-timeout 30 ip netns exec "$ns_a" "$run" rping -s -V -a "$addr_a" -p $port -C 50 -S 1000 >"$dir/after.server.log" 2>&1 &
-server=$!
-sleep 0.5
-timeout 30 ip netns exec "$ns_b" "$run" rping -c -V -a "$addr_a" -p $port -C 50 -S 1000 >"$dir/after.client.log" 2>&1
-client_rc=$(rping_rc client $? "$dir/after.client.log")
-wait $server
-server_rc=$(rping_rc server $? "$dir/after.server.log")
-[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || fail "rping -V after the faults: client rc=$client_rc server rc=$server_rc"
+rping_pair after 50 28000
 echo "after the faults: 50 verified pings"
 
 # rping_with_outage NAME SECONDS COUNT: rping -V from B to A; after 1 s the
