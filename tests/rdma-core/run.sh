@@ -37,19 +37,38 @@ not_applicable = [
     r"Create XRCD", r"Create AH", r"Multicast is not supported",        # XRC, address handles, UD multicast
     r"dmabuf is not supported", r"cuda-python", r"PCI device must be passed",  # GPU / VFIO on the host
     r"no huge pages of size", r"All gid indices populated",             # host configuration
+    r"^Extended CQ is not supported$",  # only test_tag_matching says so: IBV_SRQT_TM and IBV_WC_EX_WITH_TM_INFO,
+                                        # an mlx5 offload with its own header in the Send payload (ibv_tmh)
 ]
+# Tests whose expectations belong to the InfiniBand CM or UD: they fail the
+# same way on kernel siw.  Each is forgiven only with the error it must show.
+not_applicable_errors = {
+    # IB CM: connect without a QP yields CONNECT_RESPONSE, then rdma_establish.
+    # The iWARP CM (kernel iw_cm) reports ESTABLISHED straight away.
+    "test_rdmacm_async_traffic_external_qp": r"Expected this event: 5, got this event: RDMA_CM_EVENT_ESTABLISHED",
+    # RDMA_PS_UDP is UD traffic, which has no iWARP wire form.
+    "test_rdmacm_async_udp_traffic": r"Errno: 93, Protocol not supported",
+}
 log = open(sys.argv[1], errors="replace").read()
 ran = re.search(r"^Ran (\d+) tests", log, re.M)
 total = int(ran.group(1)) if ran else 0
 # Failures and errors are listed after the run, one "FAIL: name (...)" each;
 # skips are reported inline as "skipped 'reason'".
 failed = re.findall(r"^(FAIL|ERROR): (\S+) \(([^)]*)\)", log, re.M)
+def forgiven(name):
+    # The test's own lines in the verbose log: from its "name (" line to the verdict.
+    pattern = not_applicable_errors.get(name)
+    own = re.search(r"^" + re.escape(name) + r" \(.*?(ERROR|FAIL)$", log, re.M | re.S)
+    return bool(pattern and own and re.search(pattern, own.group(0)))
+excused = [f for f in failed if forgiven(f[1])]
+failed = [f for f in failed if not forgiven(f[1])]
 skips = re.findall(r"skipped '(.*?)'$", log, re.M)
 unexpected = [r for r in skips if not any(re.search(p, r) for p in not_applicable)]
-passed = total - len(failed) - len(skips)
+passed = total - len(failed) - len(excused) - len(skips)
 print(f"rdma-core suite: {total} tests, {passed} passed, "
       f"{sum(f[0] == 'FAIL' for f in failed)} failed, {sum(f[0] == 'ERROR' for f in failed)} errors, "
-      f"{len(skips)} skipped ({len(skips) - len(unexpected)} not applicable)")
+      f"{len(skips)} skipped ({len(skips) - len(unexpected)} not applicable), "
+      f"{len(excused)} errors not applicable to iWARP")
 for kind, name, where in failed:
     print(f"  {kind}: {where}")
 by_reason = {}
