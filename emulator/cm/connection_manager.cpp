@@ -1144,7 +1144,9 @@ int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
     set_state_locked(*c, StartupState::sending_reply);
     // Covers writing the Reply and, in seed-002 mode, the Rtr frame's arrival.
     c->deadline = Clock::now() + settings_.mpa_timeout;
-    watch_locked(*c, EPOLLOUT);  // the CM thread writes the Reply
+    // The Reply on the wire before rdma_accept returns, as with a kernel CM
+    // (see reject); the QP's hand-off is the CM thread's.
+    send_locked(*c);
     wake();
     return 0;
 }
@@ -1167,7 +1169,11 @@ int ConnectionManager::Loop::reject(ConnectionId id, std::span<const uint8_t> pr
     c->visible = false;  // the id is retired for the ULP
     set_state_locked(*c, StartupState::sending_reject);
     c->deadline = Clock::now() + settings_.mpa_timeout;
-    watch_locked(*c, EPOLLOUT);
+    // On the wire before rdma_reject returns, as with a kernel CM: a process
+    // may leave right after it without running exit handlers (_exit), and
+    // the peer must still get the private data.  A full socket leaves the
+    // rest to the CM thread.
+    send_locked(*c);  // retires c once the Reply is out
     wake();
     return 0;
 }

@@ -1,11 +1,11 @@
 /* A server that answers one connect request -- rdma_reject or rdma_accept,
  * both with private data -- and calls exit() at once, as a short-lived
- * program (or rdma-core's test_rdmacm_async_reject_traffic) does; and the
- * client that must still see the answer with that private data.  With the
- * kernel doing the work the MPA Reply is on the wire when the call returns;
- * under iwemu it is written by the CM thread, and exit() must not lose it.
+ * program does -- or _exit(), as rdma-core's test_rdmacm_async_reject_traffic
+ * (os._exit) does, which runs no exit handler; and the client that must
+ * still see the answer with that private data.  With the kernel doing the
+ * work the MPA Reply is on the wire when the call returns.
  *
- *   rdmacm_answer_exit server reject|accept ADDRESS PORT
+ *   rdmacm_answer_exit server reject|accept ADDRESS PORT [_exit]
  *   rdmacm_answer_exit client reject|accept ADDRESS PORT
  *
  * Exit status 0 on success; every wait is bounded (10 s). */
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char server_says[] = "iwemu: answered, then exit()";
 static const char client_says[] = "iwemu: please connect";
@@ -65,7 +66,7 @@ static int create_qp(struct rdma_cm_id* id, struct ibv_pd** pd, struct ibv_cq** 
     return rdma_create_qp(id, *pd, &attr);
 }
 
-static int server(int reject, struct sockaddr_in* addr)
+static int server(int reject, int no_exit_handlers, struct sockaddr_in* addr)
 {
     struct rdma_event_channel* ch = rdma_create_event_channel();
     struct rdma_cm_id* listener;
@@ -90,6 +91,7 @@ static int server(int reject, struct sockaddr_in* addr)
         param.responder_resources = param.initiator_depth = 1;
         if (rdma_accept(ev->id, &param)) return fail("rdma_accept");
     }
+    if (no_exit_handlers) _exit(0);
     exit(0); /* at once: no ack, no destroy */
 }
 
@@ -135,8 +137,9 @@ int main(int argc, char** argv)
 {
     struct sockaddr_in addr;
     int reject;
-    if (argc != 5 || (strcmp(argv[2], "reject") && strcmp(argv[2], "accept"))) {
-        fprintf(stderr, "usage: %s server|client reject|accept ADDRESS PORT\n", argv[0]);
+    if ((argc != 5 && argc != 6) || (strcmp(argv[2], "reject") && strcmp(argv[2], "accept")) ||
+        (argc == 6 && strcmp(argv[5], "_exit"))) {
+        fprintf(stderr, "usage: %s server|client reject|accept ADDRESS PORT [_exit]\n", argv[0]);
         return 2;
     }
     reject = strcmp(argv[2], "reject") == 0;
@@ -147,7 +150,7 @@ int main(int argc, char** argv)
         fprintf(stderr, "not an IPv4 address: %s\n", argv[3]);
         return 2;
     }
-    if (strcmp(argv[1], "server") == 0) return server(reject, &addr);
+    if (strcmp(argv[1], "server") == 0) return server(reject, argc == 6, &addr);
     if (strcmp(argv[1], "client") == 0) return client(reject, &addr);
     fprintf(stderr, "usage: %s server|client reject|accept ADDRESS PORT\n", argv[0]);
     return 2;

@@ -158,9 +158,13 @@ iwemu_rdmacm_test(qperf_rc_rdma_write_bw
 add_executable(rdmacm_answer_exit ${RDMACM_HERE}/rdmacm_answer_exit.c)
 target_link_libraries(rdmacm_answer_exit PRIVATE ${RDMACM_LIBRARY} ${IBVERBS_LIBRARY})
 add_dependencies(rdmacm_answer_exit iwemu_run iwemu_shim iwemu_provider)
+# With _exit() no exit handler runs: the answer is on the wire when the call
+# returns (rdma-core's test_rdmacm_async_reject_traffic leaves by os._exit).
 foreach(answer reject accept)
   iwemu_rdmacm_test(${answer}_then_exit ${RDMACM_HERE}/rdmacm_answer_exit.sh
     $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_answer_exit> ${answer} 50)
+  iwemu_rdmacm_test(${answer}_then__exit ${RDMACM_HERE}/rdmacm_answer_exit.sh
+    $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_answer_exit> ${answer} 50 _exit)
 endforeach()
 
 # rdma_xserver / rdma_xclient over RC: the client posts 16 octets inline on a
