@@ -11,6 +11,10 @@
 
 namespace iwemu {
 
+// What the device calls itself (ibv_query_device fw_ver, sysfs node_desc).
+inline constexpr char firmware_version[] = "iwemu 0.1.0";
+inline constexpr char node_description[] = "iwemu user-space iWARP RNIC";
+
 namespace limits {
 inline constexpr uint32_t max_qp = 100 * 1024;          // siw: 100K
 inline constexpr uint32_t max_qp_wr = 32 * 1024;        // siw: 32K

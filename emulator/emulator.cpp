@@ -99,7 +99,7 @@ Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_m
     std::random_device rd;
     // QP numbers start at a random point (like RNICs do) but stay below 2^24.
     next_qpn_ = 16 + (rd() & 0xFFFF);
-    device_.fw_ver = "iwemu 0.1.0";
+    device_.fw_ver = firmware_version;
     // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
     device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
     detect_identity();

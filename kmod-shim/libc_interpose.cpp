@@ -90,6 +90,9 @@ DECLARE_REAL(dup2, int, int, int);
 DECLARE_REAL(dup3, int, int, int, int);
 DECLARE_REAL(opendir, DIR*, const char*);
 DECLARE_REAL(readlink, ssize_t, const char*, char*, size_t);
+DECLARE_REAL(realpath, char*, const char*, char*);
+DECLARE_REAL(__realpath_chk, char*, const char*, char*, size_t);
+DECLARE_REAL(canonicalize_file_name, char*, const char*);
 DECLARE_REAL(getxattr, ssize_t, const char*, const char*, void*, size_t);
 DECLARE_REAL(lgetxattr, ssize_t, const char*, const char*, void*, size_t);
 DECLARE_REAL(listxattr, ssize_t, const char*, char*, size_t);
@@ -400,6 +403,23 @@ ssize_t readlink(const char* path, char* buf, size_t len)
 {
     REDIRECT_SYSFS(path);
     return REAL(readlink)(path, buf, len);
+}
+// realpath resolves inside glibc, past lstat/readlink: the answer names the
+// generated tree, where the device's files really are.
+char* realpath(const char* path, char* resolved)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(realpath)(path, resolved);
+}
+char* __realpath_chk(const char* path, char* resolved, size_t resolved_len)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(__realpath_chk)(path, resolved, resolved_len);
+}
+char* canonicalize_file_name(const char* path)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(canonicalize_file_name)(path);
 }
 ssize_t getxattr(const char* path, const char* name, void* value, size_t size)
 {

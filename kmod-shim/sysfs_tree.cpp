@@ -1,5 +1,7 @@
 #include "kmod-shim/sysfs_tree.h"
 
+#include "emulator/device.h"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
@@ -135,7 +137,11 @@ std::vector<SysfsDevice> default_devices(const std::string& netdev)
 
     // Order: IPv4 non-loopback (GID 0 is what perftest and ibv_devinfo
     // show first), IPv6 non-loopback, then loopback addresses.
-    std::vector<Gid> v4, v6, loopback;
+    struct Entry {
+        Gid gid;
+        std::string netdev;
+    };
+    std::vector<Entry> v4, v6, loopback;
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) == 0) {
         for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
@@ -147,24 +153,58 @@ std::vector<SysfsDevice> default_devices(const std::string& netdev)
                 std::memcpy(gid.data(), &reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, 16);
             else
                 continue;
+            Entry e{gid, ifa->ifa_name ? ifa->ifa_name : ""};
             if (ifa->ifa_flags & IFF_LOOPBACK)
-                loopback.push_back(gid);
+                loopback.push_back(std::move(e));
             else
-                (ifa->ifa_addr->sa_family == AF_INET ? v4 : v6).push_back(gid);
+                (ifa->ifa_addr->sa_family == AF_INET ? v4 : v6).push_back(std::move(e));
         }
         freeifaddrs(list);
     }
     for (const auto* group : {&v4, &v6, &loopback})
-        for (const Gid& gid : *group)
-            if (dev.gids.size() < kMaxGids) dev.gids.push_back(gid);
+        for (const Entry& e : *group)
+            if (dev.gids.size() < kMaxGids) {
+                dev.gids.push_back(e.gid);
+                dev.gid_netdevs.push_back(e.netdev);
+            }
     if (dev.gids.empty()) {  // no IPv4 at all (isolated namespace): still a usable GID 0
         in_addr lo{htonl(INADDR_LOOPBACK)};
         dev.gids.push_back(ipv4_mapped_gid(lo));
+        dev.gid_netdevs.push_back("lo");
     }
     return {dev};
 }
 
 namespace {
+
+// The rest of what ib_core shows of a device and its port (ibstat and
+// scripts read them), from the emulator's defaults: port 1 is up at 4X EDR.
+std::string sync_attributes(const std::string& ibdev, const SysfsDevice& dev)
+{
+    const PortAttributes port_defaults;
+    static_assert(PortAttributes{}.active_width == 2 && PortAttributes{}.active_speed == 32, "rate below says 4X EDR");
+    std::string err;
+    const std::string port = ibdev + "/ports/1";
+    char cap_mask[16];
+    std::snprintf(cap_mask, sizeof cap_mask, "0x%08x", port_defaults.port_cap_flags);
+    const std::pair<std::string, std::string> files[] = {
+        {ibdev + "/node_desc", node_description},
+        {ibdev + "/fw_ver", firmware_version},
+        {ibdev + "/sys_image_guid", format_node_guid(dev.node_guid)},
+        {port + "/state", port_defaults.state == 4 ? "4: ACTIVE" : "1: DOWN"},
+        {port + "/phys_state", port_defaults.phys_state == 5 ? "5: LinkUp" : "3: Disabled"},
+        {port + "/rate", "100 Gb/sec (4X EDR)"},  // active_width 4X, active_speed EDR
+        {port + "/link_layer", "Ethernet"},
+        {port + "/lid", "0x0"},
+        {port + "/sm_lid", "0x0"},
+        {port + "/lid_mask_count", "0"},
+        {port + "/sm_sl", "0"},
+        {port + "/cap_mask", cap_mask},
+    };
+    for (const auto& [path, value] : files)
+        if (!sync_file(path, value + "\n", &err)) return err;
+    return "";
+}
 
 // The GID table lists this network namespace's addresses: two namespaces
 // (two "hosts" joined by veth) need two trees, else the last launch writes
@@ -223,6 +263,7 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
             !sync_file(ibdev + "/node_guid", format_node_guid(dev.node_guid) + "\n", &err) ||
             !sync_file(port + "/pkeys/0", "0xffff\n", &err))
             return err;
+        if (std::string e = sync_attributes(ibdev, dev); !e.empty()) return e;
         // device/net/<ifname>: where programs (rdma-core's tests) find the
         // interface of an iWARP or RoCE device.
         const std::string net = ibdev + "/device/net";
@@ -235,6 +276,19 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
         for (size_t g = 0; g < dev.gids.size(); ++g)
             if (!sync_file(port + "/gids/" + std::to_string(g), format_gid(dev.gids[g]) + "\n", &err)) return err;
         prune_numbered(port + "/gids", dev.gids.size());
+        // gid_attrs: the interface and type of each GID, as ib_core shows
+        // them (an iWARP GID is of the IB type, shown "IB/RoCE v1").
+        const std::string attrs = port + "/gid_attrs";
+        for (const std::string& d : {attrs, attrs + "/ndevs", attrs + "/types"})
+            if (!make_dir(d, 0755, &err)) return err;
+        for (size_t g = 0; g < dev.gids.size(); ++g) {
+            const std::string name = g < dev.gid_netdevs.size() ? dev.gid_netdevs[g] : dev.netdev;
+            if (!sync_file(attrs + "/ndevs/" + std::to_string(g), name + "\n", &err) ||
+                !sync_file(attrs + "/types/" + std::to_string(g), "IB/RoCE v1\n", &err))
+                return err;
+        }
+        prune_numbered(attrs + "/ndevs", dev.gids.size());
+        prune_numbered(attrs + "/types", dev.gids.size());
     }
     return "";
 }

@@ -19,6 +19,7 @@ struct SysfsDevice {
     std::string ibdev;       // "iwemu0"
     uint64_t node_guid = 0;  // host order; written as 4 big-endian 16-bit groups
     std::vector<Gid> gids;   // port 1 GID table, index order
+    std::vector<std::string> gid_netdevs;  // per GID: its interface (ports/1/gid_attrs/ndevs/<i>)
     std::string netdev;      // device/net/<netdev>, as siw's device shows its interface ("": none)
 };
 

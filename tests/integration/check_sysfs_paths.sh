@@ -19,6 +19,25 @@ out=$("$run" ls "$ib") || fail "ls $ib"
 [ "$("$run" stat -c %F $ib/iwemu0/ports/1)" = directory ] || fail "stat ports/1"
 "$run" find $ib/ -name gids | grep -qx "$ib/iwemu0/ports/1/gids" || fail "find"
 
+# What ibstat and scripts read of the device and its port.
+[ "$("$run" cat $ib/iwemu0/ports/1/state)" = "4: ACTIVE" ] || fail "cat ports/1/state"
+[ "$("$run" cat $ib/iwemu0/ports/1/link_layer)" = "Ethernet" ] || fail "cat ports/1/link_layer"
+"$run" cat $ib/iwemu0/ports/1/rate | grep -q "Gb/sec" || fail "cat ports/1/rate"
+"$run" cat $ib/iwemu0/node_desc | grep -q iWARP || fail "cat node_desc"
+[ "$("$run" cat $ib/iwemu0/ports/1/gid_attrs/types/0)" = "IB/RoCE v1" ] || fail "gid_attrs/types/0"
+gid0_if=$("$run" cat $ib/iwemu0/ports/1/gid_attrs/ndevs/0) && ip link show "$gid0_if" >/dev/null 2>&1 ||
+    fail "gid_attrs/ndevs/0 names '$gid0_if', not an interface"
+[ "$("$run" ls $ib/iwemu0/ports/1/gids | wc -l)" = "$("$run" ls $ib/iwemu0/ports/1/gid_attrs/ndevs | wc -l)" ] ||
+    fail "gid_attrs/ndevs does not list every GID"
+# realpath(3) resolves inside glibc: it must land on the device's files too.
+resolved=$("$run" python3 -c '
+import ctypes, sys
+libc = ctypes.CDLL(None)
+libc.realpath.restype = ctypes.c_char_p
+r = libc.realpath(b"/sys/class/infiniband/iwemu0/node_type", None)
+sys.stdout.write(r.decode() if r else "")') || fail "realpath"
+[ -n "$resolved" ] && [ "$(cat "$resolved")" = "4: RNIC" ] || fail "realpath gave '$resolved'"
+
 # The interface: the one port 1 follows (IWEMU_NETDEV picks it; not changed
 # here: the tree is shared with concurrent tests).
 ifname=$("$run" ls $ib/iwemu0/device/net/) || fail "ls device/net"
