@@ -183,6 +183,7 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
             uint32_t tail = head_ + count_;
             if (tail >= capacity_) tail -= capacity_;
             ring_[tail] = c;
+            if (stamps_) ring_[tail].timestamp_ns = static_cast<uint64_t>(now_ns());
             ++count_;
             published_.store(count_, std::memory_order_release);
             accepted = true;

@@ -48,6 +48,10 @@ public:
     static void await_channel(int channel_fd);
     static bool awaited_event(uint64_t* record);
 
+    // Completions get the time they were queued (timestamp_ns): a CQ-ex
+    // asked for completion timestamps.  Set before the CQ is in use.
+    void stamp_completions() { stamps_ = true; }
+
     uint32_t capacity() const { return capacity_; }
     uint32_t size() const;
     bool overflowed() const;
@@ -83,6 +87,7 @@ private:
 
     Emulator& emu_;
     const uint32_t capacity_;
+    bool stamps_ = false;
     mutable std::mutex lock_;
     std::vector<Completion> ring_;
     uint32_t head_ = 0;   // oldest

@@ -2,6 +2,7 @@
 // ibv_next_poll, ibv_end_poll and the read_* accessors).  The CQ is an
 // ordinary Cq (objects.h), so the classic verbs work on ibv_cq_ex_to_cq().
 #include <endian.h>
+#include <time.h>
 
 #include "provider/abi_guard.h"
 #include "provider/objects.h"
@@ -10,11 +11,12 @@ namespace iwemu::provider {
 namespace {
 
 // The wc_flags that mean something on an iWARP RC QP; SLID/SL/DLID_PATH_BITS
-// are InfiniBand fields and read 0.  No completion timestamps: the emulator
-// keeps none, and a made-up clock would mislead (rxe refuses it likewise).
+// are InfiniBand fields and read 0.  Timestamps: the instant the emulator
+// queued the completion (the CQ stamps only when asked).
 constexpr uint64_t kSupportedWcFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                                        IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                                       IBV_WC_EX_WITH_DLID_PATH_BITS;
+                                       IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 // Single-threaded is a hint we may ignore; ignoring overrun we cannot honour.
 constexpr uint32_t kSupportedCreateFlags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
 
@@ -52,6 +54,18 @@ uint32_t read_qp_num(ibv_cq_ex* c) { return of(c)->cur.qp_num; }
 uint32_t read_src_qp(ibv_cq_ex* c) { return of(c)->cur.src_qp; }
 unsigned int read_wc_flags(ibv_cq_ex* c) { return of(c)->cur.wc_flags; }
 uint32_t read_slid(ibv_cq_ex*) { return 0; }
+// The device clock is CLOCK_MONOTONIC in ns (hca_core_clock 1 GHz, as
+// ibv_query_rt_values_ex reports it); the wall clock is that instant in
+// CLOCK_REALTIME, by the offset between the two clocks now.
+uint64_t read_completion_ts(ibv_cq_ex* c) { return of(c)->cur.timestamp_ns; }
+uint64_t read_completion_wallclock_ns(ibv_cq_ex* c)
+{
+    timespec real{}, mono{};
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    const int64_t offset = (int64_t{real.tv_sec} - mono.tv_sec) * 1'000'000'000 + (real.tv_nsec - mono.tv_nsec);
+    return of(c)->cur.timestamp_ns + static_cast<uint64_t>(offset);
+}
 uint8_t read_sl(ibv_cq_ex*) { return 0; }
 uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }
 
@@ -81,6 +95,11 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr)
     ex.read_slid = read_slid;
     ex.read_sl = read_sl;
     ex.read_dlid_path_bits = read_dlid_path_bits;
+    if (attr->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)) {
+        cq->emu->stamp_completions();
+        ex.read_completion_ts = read_completion_ts;
+        ex.read_completion_wallclock_ns = read_completion_wallclock_ns;
+    }
     return &ex;  // libibverbs runs verbs_init_cq on it
 }
 
