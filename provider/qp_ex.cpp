@@ -8,8 +8,10 @@
 // nothing (the API's design): the first error is kept and ibv_wr_complete
 // returns it, posting nothing.
 #include <endian.h>
+#include <sched.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -19,10 +21,27 @@
 
 namespace iwemu::provider {
 
+// The lock of the critical region ibv_wr_start .. ibv_wr_complete/abort
+// (ibv_wr_post(3)): uncontended one exchange and one store.  A waiter spins
+// briefly, then yields: the holder may be descheduled inside its region.
+class RegionLock {
+public:
+    void lock() noexcept
+    {
+        for (unsigned spins = 0; held_.exchange(true, std::memory_order_acquire);)
+            while (held_.load(std::memory_order_relaxed))
+                if (++spins % 64 == 0) sched_yield();
+    }
+    void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> held_{false};
+};
+
 // Per-QP staging.  The arrays are mmap'ed: a QP with a deep SQ pays only for
 // the pages its batches touch.
 struct QpEx {
-    std::mutex lock;  // ibv_wr_start .. ibv_wr_complete/abort is a critical region (ibv_wr_post(3))
+    RegionLock lock;
     SendWr* wrs = nullptr;    // [max_wr]
     Sge* sges = nullptr;      // [max_wr * max_sge]: WR i's SGEs from i * max_sge
     uint8_t* inl = nullptr;   // [max_wr * max_inline]: WR i's inline data
@@ -280,7 +299,7 @@ int wr_complete(ibv_qp_ex* q)
 {
     Qp* qp = of(q);
     QpEx* x = qp->ex;
-    std::unique_lock<std::mutex> region(x->lock, std::adopt_lock);  // released however this ends
+    std::unique_lock<RegionLock> region(x->lock, std::adopt_lock);  // released however this ends
     const uint32_t n = x->n;
     x->n = 0;
     x->cur = nullptr;
