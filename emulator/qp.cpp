@@ -164,23 +164,33 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
     return 0;
 }
 
-int QueuePair::post_send(const SendWr* wrs, size_t n, size_t* bad)
+int QueuePair::post_send(const SendWr* wrs, size_t n, size_t* bad, bool whole)
 {
     emu_.note_app_call();
     bool rx_assist = false;
-    int rc = post_send_locked(wrs, n, bad, &rx_assist);
+    int rc = post_send_locked(wrs, n, bad, &rx_assist, whole);
     drain_deferred();
     if (rx_assist) try_rx_progress(&counters_.rx_post_assists);
     return rc;
 }
 
-int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist)
+int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist, bool whole)
 {
     std::lock_guard<std::mutex> g(sq_lock_);
     const QpState st = state_.load();
     if (st == QpState::reset) {
         if (bad) *bad = 0;
         return EINVAL;
+    }
+    // A whole batch needs room for all of it, and a first pass over the WRs
+    // that only checks them (the loop restarts to post once they all pass).
+    bool checking = whole && n > 1;
+    if (checking && st != QpState::err && st != QpState::sqe) {
+        const size_t room = sq_.size() - (sq_tail_ - sq_head_);
+        if (room < n) {
+            if (bad) *bad = room;
+            return ENOMEM;
+        }
     }
     for (size_t i = 0; i < n; ++i) {
         const SendWr& wr = wrs[i];
@@ -209,6 +219,13 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         if (rc) {
             if (bad) *bad = i;
             return rc;
+        }
+        if (checking) {
+            if (i + 1 == n) {
+                checking = false;
+                i = static_cast<size_t>(-1);  // every WR passed: post from the first
+            }
+            continue;
         }
         if (st == QpState::err || st == QpState::sqe) {
             // Posting in ERROR completes at once with a flush status.

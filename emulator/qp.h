@@ -128,7 +128,9 @@ public:
     //               when RFC 7306 is off (config rfc7306)
     //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS)
     // In ERR every WR completes at once with wr_flush_err.  Never allocates.
-    int post_send(const SendWr* wrs, size_t n, size_t* bad);
+    // whole (ibv_wr_complete): all n WRs are posted or none is -- ENOMEM with
+    // *bad = the first that would not fit, or the first WR's error.
+    int post_send(const SendWr* wrs, size_t n, size_t* bad, bool whole = false);
     int post_recv(const RecvWr* wrs, size_t n, size_t* bad);
 
     void* user_context = nullptr;  // free for the provider / shim
@@ -375,7 +377,7 @@ private:
     void drain_deferred();
 
     // -- qp.cpp
-    int post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist);
+    int post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist, bool whole);
     size_t build_rtr_locked(RtrType type);
     void flush_locked();                      // sq_lock_ held: complete the SQ with wr_flush_err
     void flush_rq();                          // rx_lock_ held

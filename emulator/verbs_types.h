@@ -152,7 +152,7 @@ struct Sge {
     uint32_t lkey = 0;
 };
 
-// == struct ibv_send_wr, flattened (RC only; no UD/XRC/atomics).
+// == struct ibv_send_wr, flattened (RC only; no UD/XRC).
 struct SendWr {
     uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
@@ -163,6 +163,14 @@ struct SendWr {
     uint32_t rkey = 0;            // RDMA Write / Read: remote STag
     uint32_t invalidate_rkey = 0; // send_with_inv: STag the peer invalidates; local_inv: local STag
     uint32_t imm_data = 0;        // rdma_write_with_imm, host order (send_with_imm: EOPNOTSUPP)
+    // Atomics (remote_addr, rkey as above; sg_list: the local 8-octet result).
+    uint64_t atomic_compare_add = 0;  // cmp_and_swp: the compare value; fetch_and_add: the addend
+    uint64_t atomic_swap = 0;         // cmp_and_swp: the swap value
+    // bind_mw: the window whose STag is invalidate_rkey takes the STag rkey and
+    // covers [remote_addr, remote_addr + bind_length) of the MR bind_lkey.
+    uint64_t bind_length = 0;
+    uint32_t bind_lkey = 0;
+    uint32_t bind_access = 0;     // access_* bits
 };
 
 // == struct ibv_recv_wr

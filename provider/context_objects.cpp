@@ -80,6 +80,7 @@ void unregister_context(Context* ctx)
         detach_and_destroy(qp->emu, qp, [](QueuePair* q) { return emu().destroy_qp(q); });
         pthread_cond_destroy(&qp->vqp.qp.cond);
         pthread_mutex_destroy(&qp->vqp.qp.mutex);
+        free_qp_ex(qp);
         free(qp);
     }
     for (Srq* srq : objs->srqs) {

@@ -112,10 +112,19 @@ struct Srq {
     ibv_srq ibv;
     SharedReceiveQueue* emu;
 };
+struct QpEx;  // qp_ex.cpp: the ibv_wr_* state of a QP made with send_ops_flags
 struct Qp {
     verbs_qp vqp;
     QueuePair* emu;
+    QpEx* ex;  // nullptr unless ibv_create_qp_ex gave IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
 };
+
+// The extended post API (qp_ex.cpp).  check_send_ops: 0, or EOPNOTSUPP for
+// an operation the device cannot do.  attach_qp_ex: fills vqp.qp_ex for a
+// created QP with the granted caps; 0 or ENOMEM.  free_qp_ex: on destroy.
+int check_send_ops(uint64_t send_ops_flags);
+int attach_qp_ex(Qp* qp, uint64_t send_ops_flags, const ibv_qp_cap& granted);
+void free_qp_ex(Qp* qp);
 
 // Objects a context created and has not destroyed.  Touched only on the
 // create/destroy paths, never on the data path.

@@ -62,11 +62,20 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* ibpd, ibv_qp_init_attr* init)
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) { return create_qp_common(pd->context, pd, init); }
 
+int destroy_qp(ibv_qp* ibqp);
+
 ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* init_ex)
 {
-    // Only the fields of plain ibv_qp_init_attr plus the PD.
-    if (!(init_ex->comp_mask & IBV_QP_INIT_ATTR_PD) || (init_ex->comp_mask & ~uint32_t{IBV_QP_INIT_ATTR_PD}))
-        return fail<ibv_qp>(EOPNOTSUPP);
+    // The fields of plain ibv_qp_init_attr plus the PD, no creation flags,
+    // and the ibv_wr_* operations (qp_ex.cpp).  As rxe: EOPNOTSUPP for the rest.
+    constexpr uint32_t kSupported =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    const uint32_t mask = init_ex->comp_mask;
+    if (!(mask & IBV_QP_INIT_ATTR_PD) || (mask & ~kSupported)) return fail<ibv_qp>(EOPNOTSUPP);
+    if ((mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && init_ex->create_flags) return fail<ibv_qp>(EOPNOTSUPP);
+    const bool ops = mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if (ops)
+        if (int err = check_send_ops(init_ex->send_ops_flags)) return fail<ibv_qp>(err);
     ibv_qp_init_attr init{};
     init.qp_context = init_ex->qp_context;
     init.send_cq = init_ex->send_cq;
@@ -76,7 +85,14 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* init_ex)
     init.qp_type = init_ex->qp_type;
     init.sq_sig_all = init_ex->sq_sig_all;
     ibv_qp* qp = create_qp_common(ctx, init_ex->pd, &init);
-    if (qp) init_ex->cap = init.cap;
+    if (!qp) return nullptr;
+    if (ops) {
+        if (int err = attach_qp_ex(to_qp(qp), init_ex->send_ops_flags, init.cap)) {
+            destroy_qp(qp);
+            return fail<ibv_qp>(err);
+        }
+    }
+    init_ex->cap = init.cap;
     return qp;
 }
 
@@ -87,6 +103,7 @@ int destroy_qp(ibv_qp* ibqp)
     untrack(ibqp->context, &ContextObjects::qps, qp);
     pthread_cond_destroy(&ibqp->cond);
     pthread_mutex_destroy(&ibqp->mutex);
+    free_qp_ex(qp);
     free(qp);
     return 0;
 }

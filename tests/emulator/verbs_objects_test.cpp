@@ -215,6 +215,47 @@ TEST_F(Objects, ModifyQueryAndPostingRules)
     EXPECT_EQ(emu.dereg_mr(mr), 0);
 }
 
+// ibv_wr_complete's batches (whole = true): all or nothing.  A QP is created
+// in INIT, where Sends wait in the SQ for RTS, so the SQ's room shows what
+// was posted.
+TEST_F(Objects, WholeBatchPostsAllOrNothing)
+{
+    QueuePair* qp = make_qp({4, 4, 2, 2, 16});
+    SendWr batch[5];
+    for (int i = 0; i < 5; ++i) batch[i].wr_id = 10 + i;
+    size_t bad = 99;
+    // More than the SQ holds: refused whole; *bad names the first that does not fit.
+    EXPECT_EQ(qp->post_send(batch, 5, &bad, true), ENOMEM);
+    EXPECT_EQ(bad, 4u);
+    // The second WR is bad: the first is not posted either.
+    batch[1].opcode = WrOpcode::send_with_imm;
+    EXPECT_EQ(qp->post_send(batch, 2, &bad, true), EOPNOTSUPP);
+    EXPECT_EQ(bad, 1u);
+    batch[1].opcode = WrOpcode::send;
+    // Nothing taken so far: exactly 4 fit, then none.
+    EXPECT_EQ(qp->post_send(batch, 4, &bad, true), 0);
+    EXPECT_EQ(qp->post_send(batch, 1, &bad, true), ENOMEM);
+    // Without whole, ibv_post_send's rule: what fits is posted.
+    QueuePair* q2 = make_qp({4, 4, 2, 2, 16});
+    EXPECT_EQ(q2->post_send(batch, 5, &bad), ENOMEM);
+    EXPECT_EQ(bad, 4u);
+    EXPECT_EQ(q2->post_send(batch, 1, &bad, true), ENOMEM);
+    // In ERR a refused batch flushes nothing; a good one flushes every WR.
+    QpAttr a;
+    a.qp_state = QpState::err;
+    ASSERT_EQ(qp->modify(a, qp_attr_state), 0);
+    Completion wc[8];
+    EXPECT_EQ(cq->poll(wc, 8), 4);  // the 4 queued
+    batch[2].num_sge = 3;           // more than max_send_sge
+    EXPECT_EQ(qp->post_send(batch, 3, &bad, true), EINVAL);
+    EXPECT_EQ(bad, 2u);
+    EXPECT_EQ(cq->poll(wc, 8), 0);
+    batch[2].num_sge = 0;
+    EXPECT_EQ(qp->post_send(batch, 3, &bad, true), 0);
+    ASSERT_EQ(cq->poll(wc, 8), 3);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(wc[i].wr_id, 10u + i);
+}
+
 TEST_F(Objects, StagTableChecks)
 {
     std::vector<uint8_t> buf(4096);
