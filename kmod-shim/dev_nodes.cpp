@@ -1,5 +1,7 @@
 #include "kmod-shim/dev_nodes.h"
 
+#include "kmod-shim/sysfs_tree.h"
+
 #include <fcntl.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -54,7 +56,7 @@ void fill_dev_stat(DevPath dev, struct stat* st)
         break;
     case DevNode::uverbs:
         st->st_mode = S_IFCHR | 0666;
-        st->st_rdev = makedev(231, 192 + dev.index);
+        st->st_rdev = makedev(kUverbsMajor, kUverbsFirstMinor + dev.index);
         break;
     case DevNode::rdma_cm:
         st->st_mode = S_IFCHR | 0666;

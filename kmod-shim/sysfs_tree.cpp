@@ -256,8 +256,12 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
         const std::string port = ibdev + "/ports/1";
         for (const std::string& d : {uverbs, ibdev, ibdev + "/ports", port, port + "/gids", port + "/pkeys"})
             if (!make_dir(d, 0755, &err)) return err;
-        // "0:0": no st_rdev check when /dev/infiniband/uverbsN is opened (§1.3).
-        if (!sync_file(uverbs + "/ibdev", dev.ibdev + "\n", &err) || !sync_file(uverbs + "/dev", "0:0\n", &err) ||
+        // The character device number the shim's stat and fstat give
+        // /dev/infiniband/uverbsN (dev_nodes.cpp), as ib_uverbs numbers it:
+        // libibverbs checks it at open, and ibv_import_device finds the
+        // device of a command fd by it.
+        const std::string cdev = std::to_string(kUverbsMajor) + ":" + std::to_string(kUverbsFirstMinor + i) + "\n";
+        if (!sync_file(uverbs + "/ibdev", dev.ibdev + "\n", &err) || !sync_file(uverbs + "/dev", cdev, &err) ||
             !sync_file(uverbs + "/abi_version", std::to_string(kDeviceAbiVersion) + "\n", &err) ||
             !sync_file(ibdev + "/node_type", "4: RNIC\n", &err) ||
             !sync_file(ibdev + "/node_guid", format_node_guid(dev.node_guid) + "\n", &err) ||

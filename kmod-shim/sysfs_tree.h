@@ -26,6 +26,8 @@ struct SysfsDevice {
 inline constexpr int kUverbsAbiVersion = 6;      // class/infiniband_verbs/abi_version
 inline constexpr int kDeviceAbiVersion = 1;      // per-uverbs abi_version, in the provider's range
 inline constexpr int kUcmaAbiVersion = 4;        // class/misc/rdma_cm/abi_version
+inline constexpr unsigned kUverbsMajor = 231;     // /dev/infiniband/uverbsN is 231:(192+N), as ib_uverbs has it
+inline constexpr unsigned kUverbsFirstMinor = 192;
 inline constexpr uint64_t kNodeGuidBase = 0x0269'7765'6d75'0000ull;  // 02 "iwemu" 00 <index>
 inline constexpr size_t kMaxGids = 16;
 
