@@ -9,8 +9,8 @@
 //     process lives on;
 //   - a Write gathered from an unmapped address under the client's own
 //     implicit lkey completes with a local protection error;
-//   - ibv_advise_mr's checks, the ODP capabilities, a parent domain, and
-//     ibv_query_rt_values_ex.
+//   - ibv_advise_mr's checks, the ODP capabilities, a parent domain,
+//     ibv_resize_cq and ibv_query_rt_values_ex.
 // Every wait is bounded.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -301,6 +301,15 @@ void api_case()
     CHECK(ibv_dealloc_pd(parent) == 0);
     CHECK(ibv_dealloc_td(td) == 0);
     CHECK(ibv_dealloc_pd(pd) == 0);
+
+    // ibv_resize_cq through libibverbs.
+    ibv_cq* rcq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+    REQUIRE(rcq);
+    CHECK(ibv_resize_cq(rcq, 64) == 0 && rcq->cqe == 64);
+    CHECK(ibv_resize_cq(rcq, 0) == EINVAL);
+    CHECK(ibv_resize_cq(rcq, static_cast<int>(dx.orig_attr.max_cqe) + 1) == EINVAL);
+    CHECK(ibv_resize_cq(rcq, 2) == 0 && rcq->cqe == 2);
+    CHECK(ibv_destroy_cq(rcq) == 0);
 
     // ibv_query_rt_values_ex: a clock that moves forward.
     ibv_values_ex v1{}, v2{};
