@@ -8,7 +8,9 @@
 //     client with a remote access error (the server's Terminate), and the
 //     process lives on;
 //   - a Write gathered from an unmapped address under the client's own
-//     implicit lkey completes with a local protection error;
+//     implicit lkey completes with a local protection error, a Send into a
+//     receive buffer there fails that receive the same way, a Read into a
+//     sink there fails;
 //   - ibv_advise_mr's checks, the ODP capabilities, a parent domain,
 //     ibv_resize_cq and ibv_query_rt_values_ex.
 // Every wait is bounded.
@@ -238,6 +240,56 @@ void unmapped_local_case()
     close_pair(p);
 }
 
+// A Send (small: staged copy; large: straight into the buffer) into a
+// receive posted in unmapped memory under the server's implicit lkey: that
+// receive completes with a local protection error, the client's next WR
+// sees the Terminate.
+void unmapped_receive_case(uint32_t len)
+{
+    Pair p;
+    connect_pair(p);
+    const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    char* mem = half_mapped(8);
+    // Large: starts in mapped memory and runs into the hole; small: in it.
+    const uint64_t at = reinterpret_cast<uintptr_t>(mem) + (len > ps ? 4 * ps - 64 : 5 * ps);
+    ibv_sge rs{at, len, p.s.implicit->lkey};
+    ibv_recv_wr rw{};
+    rw.wr_id = 99;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    REQUIRE(ibv_post_recv(p.s.id->qp, &rw, &rbad) == 0);
+    std::memset(p.c.buf.data(), 'R', kBuf);
+    CHECK(write(p, 0, 0, len, IBV_WR_SEND) != IBV_WC_SUCCESS);
+    ibv_wc wc{};
+    int n = 0;
+    for (int ms = 0; ms < kTimeoutMs && n == 0; ++ms) {
+        n = ibv_poll_cq(p.s.cq, 1, &wc);
+        if (n == 0) poll(nullptr, 0, 1);
+    }
+    if (n != 1 || wc.status != IBV_WC_LOC_PROT_ERR)
+        std::fprintf(stderr, "receive of %u into a hole: n %d status %d\n", len, n, n == 1 ? wc.status : -1);
+    CHECK(n == 1 && wc.wr_id == 99 && wc.status == IBV_WC_LOC_PROT_ERR);
+    munmap(mem, 4 * ps);
+    close_pair(p);
+}
+
+// A Read whose sink lies in unmapped memory under the client's implicit
+// lkey: the Read does not succeed, and the process lives on.
+void unmapped_read_sink_case()
+{
+    Pair p;
+    connect_pair(p);
+    const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    char* mem = half_mapped(4);
+    const int st = write(p, base(p.s), p.s.implicit->rkey, 64, IBV_WR_RDMA_READ,
+                         reinterpret_cast<uintptr_t>(mem) + 2 * ps, p.c.implicit->lkey);
+    if (st == IBV_WC_SUCCESS || st == -1) std::fprintf(stderr, "Read into a hole: status %d\n", st);
+    CHECK(st != IBV_WC_SUCCESS && st != -1);
+    munmap(mem, 2 * ps);
+    close_pair(p);
+}
+
 void api_case()
 {
     Pair p;
@@ -330,6 +382,9 @@ int main()
     unmapped_remote_case(16 * 1024, IBV_WR_RDMA_WRITE);
     unmapped_remote_case(64, IBV_WR_RDMA_READ);
     unmapped_local_case();
+    unmapped_receive_case(64);
+    unmapped_receive_case(12 * 1024);
+    unmapped_read_sink_case();
     api_case();
     return iwemu::test::check_exit_status("verbs_odp", "all checks passed");
 }
