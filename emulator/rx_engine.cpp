@@ -774,6 +774,11 @@ void QueuePair::rx_odp_fail()
         rx_fail(ddp_tagged(ec::ddp_tagged_base_or_bounds_violation), offending, rx_ulen_,
                 AsyncEventType::qp_access_err, WcStatus::success);
     } else {
+        if (static_cast<wire::RdmapOpcode>(rx_opcode_) == wire::RdmapOpcode::rdma_read_response) {
+            // The Read WR the Response answers keeps that status through the flush.
+            std::lock_guard<std::mutex> g(sq_lock_);
+            if (orq_count_ > 0) sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].status = WcStatus::loc_prot_err;
+        }
         rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                 AsyncEventType::qp_fatal, WcStatus::loc_prot_err);
     }
