@@ -318,7 +318,8 @@ void api_case()
     CHECK(ibv_advise_mr(p.s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &bad_key, 1) == ENOENT);
     CHECK(ibv_advise_mr(p.s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &not_odp, 1) == EINVAL);
     CHECK(ibv_advise_mr(p.s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &ok, 0) == EINVAL);
-    CHECK(ibv_advise_mr(p.s.pd, static_cast<ibv_advise_mr_advice>(7), 0, &ok, 1) == EOPNOTSUPP);
+    // 3: no advice, yet inside the enum's range (UBSan checks the load in verbs.h).
+    CHECK(ibv_advise_mr(p.s.pd, static_cast<ibv_advise_mr_advice>(3), 0, &ok, 1) == EOPNOTSUPP);
     CHECK(ibv_advise_mr(p.s.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 2, &ok, 1) == EINVAL);
     munmap(mem, 2 * ps);
 
