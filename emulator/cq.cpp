@@ -15,6 +15,19 @@ CompletionQueue::CompletionQueue(Emulator& emu, uint32_t capacity)
 {
 }
 
+int CompletionQueue::resize(uint32_t cqe)
+{
+    if (cqe == 0 || cqe > limits::max_cqe) return EINVAL;
+    std::lock_guard<std::mutex> g(lock_);
+    if (cqe < count_) return EINVAL;  // as rxe: never drops a completion
+    std::vector<Completion> ring(cqe);
+    for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % capacity_];
+    ring_.swap(ring);
+    head_ = 0;
+    capacity_ = cqe;
+    return 0;
+}
+
 int CompletionQueue::poll(Completion* out, int max)
 {
     emu_.note_app_call();

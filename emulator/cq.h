@@ -78,6 +78,9 @@ public:
     // Returns false when the CQ overflowed (the completion is lost, the CQ
     // and its QPs are reported with CQ_ERR once).
     bool push(const Completion& c, bool solicited);
+    // ibv_resize_cq: a new capacity in 1..max_cqe that still holds every
+    // queued completion (EINVAL otherwise); their order is kept.
+    int resize(uint32_t cqe);
     void attach_qp(QueuePair* qp);
     void detach_qp(QueuePair* qp);
     uint32_t attached_qps() const;
@@ -86,7 +89,7 @@ private:
     enum class Arm : uint8_t { none, next, solicited };
 
     Emulator& emu_;
-    const uint32_t capacity_;
+    uint32_t capacity_;  // lock_ (resize); poll() and push() read it under lock_
     bool stamps_ = false;
     mutable std::mutex lock_;
     std::vector<Completion> ring_;

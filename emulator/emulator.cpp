@@ -228,10 +228,13 @@ namespace {
 // reg_mr's and rereg_mr's checks of a region's memory and rights.
 int check_region(void* addr, uint64_t length, uint64_t iova, uint32_t access)
 {
-    if (length == 0 || length > limits::max_mr_size) return EINVAL;
-    if (!addr) return EINVAL;
     // IB rule (ibv_reg_mr(3)): remote write or atomic needs local write.
     if ((access & (access_remote_write | access_remote_atomic)) && !(access & access_local_write)) return EINVAL;
+    // Implicit ODP (the kernel's convention, ib_uverbs / mlx5): addr 0 and
+    // length SIZE_MAX name the whole address space, at Tagged Offset 0.
+    if (!addr && length == UINT64_MAX && (access & access_on_demand)) return iova == 0 ? 0 : EINVAL;
+    if (length == 0 || length > limits::max_mr_size) return EINVAL;
+    if (!addr) return EINVAL;
     if (access & access_remote_atomic) return EINVAL;  // RFC 7306 off; atomic_cap is NONE
     if (reinterpret_cast<uintptr_t>(addr) + length < reinterpret_cast<uintptr_t>(addr)) return EINVAL;
     if (iova + length < iova && iova + length != 0) return EINVAL;

@@ -246,6 +246,9 @@ private:
         WcStatus status = WcStatus::success;
         uint64_t placed = 0;         // Read: Read Response octets placed
     };
+    // SendWqe::flags bit of our own (beside ibv_send_flags): a Read's sink is
+    // in an ODP region (local_sge_ok), its Read Responses are placed fault-safe.
+    static constexpr uint32_t wqe_odp_sink = 1u << 31;
 
     // One inbound Read Request the responder's TX answers (RFC 5040 §5.2).
     struct ReadResponseJob {
@@ -317,8 +320,11 @@ private:
     // Local SGEs name octets by their region's Tagged Offsets (iova), which
     // differ from host addresses for zero-based / reg_mr_iova regions:
     // local_sge_ok fills host_delta[i] = host address - iova for payload_slices.
+    // *odp_sink (if given) is set when a written SGE lies in an ODP region:
+    // placement into it must be fault-safe (odp_memory.h).  A read SGE in one
+    // is checked readable here.
     bool local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,
-                      uint64_t* host_delta) const;
+                      uint64_t* host_delta, bool* odp_sink = nullptr) const;
     int payload_slices(const Sge* sge, const uint64_t* host_delta, uint32_t num_sge, uint64_t offset, uint32_t len,
                        std::span<const uint8_t>* out, int max) const;
     void queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -371,6 +377,7 @@ private:
     void rx_connection_lost(int err);
     void rx_kick_tx();                        // no lock held: tx_locked() for rx_tx_kick_
     void rx_copy_payload(const uint8_t* p, size_t n);
+    void rx_odp_fail();
     int rx_dest_range(uint32_t off, uint32_t len, iovec* out) const;
     // Async / connection events found under a lock, delivered after unlocking.
     void defer_locked(std::optional<AsyncEventType> a, std::optional<QpConnectionEvent> c);
@@ -527,6 +534,9 @@ private:
     RxTarget rx_target_ = RxTarget::none;
     std::array<iovec, recv_wqe_max_sge + 1> rx_dest_{};  // placement target of this segment's payload
     int rx_dest_count_ = 0;
+    bool rx_dest_odp_ = false;         // rx_dest_ lies in an ODP region: fault-safe placement
+    bool rx_odp_fault_ = false;        // ... and a copy into it faulted
+    bool rx_wqe_odp_ = false;          // rx_wqe_'s buffers are in an ODP region
     std::array<uint8_t, wire::ddp_untagged_header_size + rx_control_max> rx_control_{};  // DDP hdr + RDMAP hdr
     size_t rx_control_len_ = 0;
     wire::DdpHeader rx_hdr_{};

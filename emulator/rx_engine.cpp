@@ -26,6 +26,7 @@
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
+#include "emulator/odp_memory.h"
 #include "emulator/placement_copy.h"
 #include "emulator/qp.h"
 #include "emulator/srq.h"
@@ -163,7 +164,14 @@ void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
                 continue;
             }
             const size_t take = std::min(n, d.iov_len - skip);
-            placement_copy(static_cast<uint8_t*>(d.iov_base) + skip, p, take);
+            if (__builtin_expect(rx_dest_odp_, 0)) {
+                if (!odp_write(static_cast<uint8_t*>(d.iov_base) + skip, p, take)) {
+                    rx_odp_fault_ = true;
+                    return;
+                }
+            } else {
+                placement_copy(static_cast<uint8_t*>(d.iov_base) + skip, p, take);
+            }
             p += take;
             n -= take;
             skip = 0;
@@ -241,6 +249,7 @@ void QueuePair::rx_locked()
                 if (need.state == wire::FpduRxState::payload) {
                     const size_t n = std::min<size_t>(avail, need.max_octets);
                     rx_copy_payload(p, n);
+                    if (__builtin_expect(rx_odp_fault_, 0)) return rx_odp_fail();
                     r = rx_.consume({p, n});
                 } else {
                     r = rx_.consume_framing({p, avail});
@@ -305,6 +314,10 @@ void QueuePair::rx_locked()
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        // Straight into an ODP region that is not mapped there: the kernel
+        // consumed nothing, the stream is intact; fail the access (no other
+        // target can fault: the rest must stay mapped while registered).
+        if (errno == EFAULT && rx_dest_odp_ && rx_target_ == RxTarget::user) return rx_odp_fail();
         rx_connection_lost(errno);
         return;
     }
@@ -397,6 +410,7 @@ bool QueuePair::rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len)
         return false;
     }
     rx_mr_ = mr;
+    rx_dest_odp_ = mr->access() & access_on_demand;
     rx_dest_[0] = {mr->at(h.to), len};
     rx_dest_count_ = 1;
     rx_target_ = RxTarget::user;
@@ -440,6 +454,7 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
                     for (int i = 0; i < n; ++i)
                         rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
                     rx_dest_count_ = n;
+                    rx_dest_odp_ = w.flags & wqe_odp_sink;
                     rx_target_ = RxTarget::user;
                 }
             }
@@ -491,7 +506,9 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
         rx_wqe_status_ = WcStatus::success;
         // Local buffers of the receive WQE: valid lkeys with local write.
         WcStatus st = WcStatus::success;
-        if (!local_sge_ok(rx_wqe_.sge, rx_wqe_.num_sge, access_local_write, &st, rx_wqe_host_delta_.data())) {
+        rx_wqe_odp_ = false;
+        if (!local_sge_ok(rx_wqe_.sge, rx_wqe_.num_sge, access_local_write, &st, rx_wqe_host_delta_.data(),
+                          &rx_wqe_odp_)) {
             rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                     AsyncEventType::qp_fatal, st);
             return false;
@@ -515,6 +532,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
                                      slices, static_cast<int>(std::size(storage.items)));
         for (int i = 0; i < n; ++i) rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
         rx_dest_count_ = n;
+        rx_dest_odp_ = rx_wqe_odp_;
         rx_target_ = RxTarget::user;
     }
     return true;
@@ -640,6 +658,13 @@ bool QueuePair::rx_handle_read_request()
         StagError e;
         source = emu_.stags().acquire(rr->data_source_stag, pd_, access_remote_read, rr->data_source_to,
                                       rr->rdma_read_message_size, &e);
+        if (source && (source->access() & access_on_demand) &&
+            !odp_readable(source->at(rr->data_source_to), rr->rdma_read_message_size)) {
+            // Unmapped behind an ODP STag: outside the memory the STag names now.
+            StagTable::release(source);
+            source = nullptr;
+            e = StagError::bounds;
+        }
         if (!source) {
             rx_fail(read_source_code(e), offending, rx_ulen_, AsyncEventType::qp_access_err,
                     WcStatus::success);
@@ -733,6 +758,30 @@ void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offe
         defer_locked(event, std::nullopt);
     }
     flush_rq();
+}
+
+// A placement into an ODP region hit memory that is not mapped (writable):
+// the access fails as on an RNIC whose page fault cannot be resolved.  A
+// tagged target is outside what its STag names now (RFC 5041 §7.2 base or
+// bounds); a receive WQE's or a Read WR's own buffer is a local error
+// (RDMAP local catastrophic, RFC 5040 §7.2; the WQE: local protection).
+void QueuePair::rx_odp_fail()
+{
+    rx_odp_fault_ = false;
+    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+    IWEMU_LOG(info, "qp %u: ODP placement fault", qp_num_);
+    if (rx_hdr_.control.tagged && rx_mr_) {
+        rx_fail(ddp_tagged(ec::ddp_tagged_base_or_bounds_violation), offending, rx_ulen_,
+                AsyncEventType::qp_access_err, WcStatus::success);
+    } else {
+        if (static_cast<wire::RdmapOpcode>(rx_opcode_) == wire::RdmapOpcode::rdma_read_response) {
+            // The Read WR the Response answers keeps that status through the flush.
+            std::lock_guard<std::mutex> g(sq_lock_);
+            if (orq_count_ > 0) sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].status = WcStatus::loc_prot_err;
+        }
+        rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
+                AsyncEventType::qp_fatal, WcStatus::loc_prot_err);
+    }
 }
 
 void QueuePair::rx_connection_lost(int err)

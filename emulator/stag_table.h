@@ -38,7 +38,11 @@ public:
     void* user_context = nullptr;  // free for the provider / shim
 
     // Pointer to the octet at Tagged Offset `to`; caller has checked bounds.
-    uint8_t* at(uint64_t to) const { return host_ + (to - iova_); }
+    // Integer arithmetic: the implicit ODP region's host_ is null.
+    uint8_t* at(uint64_t to) const
+    {
+        return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(host_) + (to - iova_));
+    }
     // [to, to+len) inside the region, without 64-bit wrap.
     bool contains(uint64_t to, uint64_t len) const
     {

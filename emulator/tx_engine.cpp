@@ -20,6 +20,7 @@
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
+#include "emulator/odp_memory.h"
 #include "emulator/qp.h"
 #include "emulator/stack_batch.h"
 #include "emulator/wire/ddp_header.h"
@@ -110,7 +111,7 @@ int QueuePair::set_engine_events_locked(uint32_t events)
 }
 
 bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, WcStatus* status,
-                             uint64_t* host_delta) const
+                             uint64_t* host_delta, bool* odp_sink) const
 {
     for (uint32_t i = 0; i < n; ++i) {
         host_delta[i] = 0;
@@ -124,6 +125,17 @@ bool QueuePair::local_sge_ok(const Sge* sge, uint32_t n, uint32_t need_access, W
             return false;
         }
         host_delta[i] = reinterpret_cast<uint64_t>(mr->addr()) - mr->iova();
+        if (__builtin_expect(mr->access() & access_on_demand, 0)) {
+            // Gathered by memcpy/CRC: must be readable now (an RNIC's fault
+            // that cannot be resolved is a local protection error).
+            if (need_access & access_local_write) {
+                if (odp_sink) *odp_sink = true;
+            } else if (!odp_readable(mr->at(sge[i].addr), sge[i].length)) {
+                StagTable::release(mr);
+                *status = WcStatus::loc_prot_err;
+                return false;
+            }
+        }
         StagTable::release(mr);
     }
     return true;
@@ -225,12 +237,14 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         }
         if ((w.flags & send_fence) && orq_count_ > 0) return false;
         WcStatus st = WcStatus::success;
+        bool odp_sink = false;
         if (!(w.flags & send_inline) &&
             !local_sge_ok(w.sge, w.num_sge, w.opcode == WrOpcode::rdma_read ? access_local_write : 0, &st,
-                          w.host_delta)) {
+                          w.host_delta, &odp_sink)) {
             tx_local_error_locked(w, st);
             return true;
         }
+        w.flags = odp_sink ? w.flags | wqe_odp_sink : w.flags & ~wqe_odp_sink;
         tx_msg_ = TxMessage::sq;
         tx_offset_ = 0;
         tx_imm_next_ = false;

@@ -87,6 +87,9 @@ inline constexpr uint32_t access_remote_read = 1u << 2;
 inline constexpr uint32_t access_remote_atomic = 1u << 3;
 inline constexpr uint32_t access_mw_bind = 1u << 4;
 inline constexpr uint32_t access_zero_based = 1u << 5;
+// On-demand paging: nothing is pinned here anyway; the region's memory may
+// be unmapped, so the data path touches it only through odp_memory.h.
+inline constexpr uint32_t access_on_demand = 1u << 6;
 
 // == enum ibv_qp_state
 enum class QpState : uint32_t {

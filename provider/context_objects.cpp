@@ -96,10 +96,9 @@ void unregister_context(Context* ctx)
         emu().dereg_mr(mr->emu);
         free(mr);
     }
-    for (Pd* pd : objs->pds) {
-        emu().dealloc_pd(pd->emu);
-        free(pd);
-    }
+    for (Pd* pd : objs->pds)  // a parent domain shares its protection domain's emulator PD
+        if (!pd->parent) emu().dealloc_pd(pd->emu);
+    for (Pd* pd : objs->pds) free(pd);
     delete objs;
 }
 

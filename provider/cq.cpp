@@ -159,6 +159,17 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only)
 
 void cq_event(ibv_cq*) {}  // libibverbs counts the events (ibv_ack_cq_events)
 
+// ibv_resize_cq: the kernel's checks (1..max_cqe, never below what is
+// queued: EINVAL), completions kept in order.
+int resize_cq(ibv_cq* ibcq, int cqe)
+{
+    if (cqe <= 0) return EINVAL;
+    Cq* cq = to_cq(ibcq);
+    if (int err = cq->emu->resize(static_cast<uint32_t>(cqe))) return err;
+    ibcq->cqe = static_cast<int>(cq->emu->capacity());
+    return 0;
+}
+
 }  // namespace
 
 const verbs_context_ops kCqOps = [] {
@@ -168,6 +179,7 @@ const verbs_context_ops kCqOps = [] {
     ops.poll_cq = Guard<poll_cq>::call;
     ops.req_notify_cq = Guard<req_notify_cq>::call;
     ops.cq_event = Guard<cq_event>::call;
+    ops.resize_cq = Guard<resize_cq>::call;
     return ops;
 }();
 

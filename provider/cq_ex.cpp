@@ -76,8 +76,11 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr)
     if (attr->wc_flags & ~kSupportedWcFlags) return fail<ibv_cq_ex>(EOPNOTSUPP);
     if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~kSupportedCreateFlags))
         return fail<ibv_cq_ex>(EOPNOTSUPP);
-    // A parent domain would only matter for thread domains, which iwemu lacks.
-    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr->parent_domain) return fail<ibv_cq_ex>(EOPNOTSUPP);
+    // PD: a parent domain (as mlx5: a plain PD is EINVAL).  It changes
+    // nothing here: no CQ memory comes from its allocators (parent_domain.cpp).
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr->parent_domain &&
+        (attr->parent_domain->context != ctx || !to_pd(attr->parent_domain)->parent))
+        return fail<ibv_cq_ex>(EINVAL);
     if (attr->cqe > static_cast<uint32_t>(INT32_MAX)) return fail<ibv_cq_ex>(EINVAL);
     Cq* cq = make_cq(ctx, static_cast<int>(attr->cqe), attr->channel, static_cast<int>(attr->comp_vector));
     if (!cq) return nullptr;

@@ -60,10 +60,20 @@ inline int fail_status(int err)
     return err;
 }
 
+// A parent domain (parent_domain.cpp) is a Pd too: `emu` is its protection
+// domain's, so every verb taking a PD uses it unchanged; `parent` is set.
 struct Pd {
     ibv_pd ibv;
     ProtectionDomain* emu;
+    Pd* parent;                // parent domain: the protection domain it wraps
+    uint32_t parent_domains;   // protection domain: parent domains on it (atomic ops)
+    ibv_td* td;
+    void* pd_context;
+    void* (*alloc)(ibv_pd*, void*, size_t, size_t, uint64_t);
+    void (*free_fn)(ibv_pd*, void*, void*, uint64_t);
 };
+// A parent domain's teardown (parent_domain.cpp); dealloc_pd forwards to it.
+int dealloc_parent_domain(Pd* pd);
 struct Mr {
     verbs_mr vmr;
     MemoryRegion* emu;

@@ -24,6 +24,8 @@ ibv_pd* alloc_pd(ibv_context* ctx)
 int dealloc_pd(ibv_pd* ibpd)
 {
     Pd* pd = to_pd(ibpd);
+    if (pd->parent) return dealloc_parent_domain(pd);
+    if (__atomic_load_n(&pd->parent_domains, __ATOMIC_ACQUIRE) != 0) return fail_status(EBUSY);
     if (int err = emu().dealloc_pd(pd->emu)) return fail_status(err);
     untrack(ibpd->context, &ContextObjects::pds, pd);
     free(pd);

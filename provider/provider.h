@@ -52,5 +52,7 @@ extern const verbs_context_ops kCqOps;
 extern const verbs_context_ops kCqExOps;
 extern const verbs_context_ops kSrqOps;
 extern const verbs_context_ops kQpOps;
+extern const verbs_context_ops kParentDomainOps;
+extern const verbs_context_ops kOdpOps;
 
 }  // namespace iwemu::provider

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "emulator/emulator.h"
 #include "provider/abi_guard.h"
@@ -53,6 +54,8 @@ void fill_device_attr(const Device& dev, const DeviceAttributes& a, ibv_device_a
 
 // ibv_query_device() arrives here with attr_size == sizeof(ibv_device_attr):
 // write no byte beyond what the caller owns.
+constexpr uint64_t kRawClockKhz = 1000000;
+
 int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
                     size_t attr_size)
 {
@@ -61,7 +64,33 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     ibv_device_attr_ex full{};
     fill_device_attr(*to_device(ctx->device), Emulator::instance().device_attributes(), &full.orig_attr);
     full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
+    // On-demand paging (odp.cpp, emulator/odp_memory.h): nothing is ever
+    // pinned, so any RC operation may target an ODP region, also the
+    // implicit one (addr NULL, length SIZE_MAX).  RC only: no UD/UC/XRC.
+    full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    full.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                   IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                                   IBV_ODP_SUPPORT_SRQ_RECV;
+    // query_rt_values' raw clock counts nanoseconds: 1 GHz, in kHz.  No
+    // completion carries a timestamp (completion_timestamp_mask 0).
+    full.hca_core_clock = kRawClockKhz;
     std::memcpy(attr, &full, std::min(attr_size, sizeof full));
+    return 0;
+}
+
+// ibv_query_rt_values_ex: the device clock is CLOCK_MONOTONIC in ns, a
+// free-running counter in raw_clock.tv_nsec as mlx5 reports its cycles.
+int query_rt_values(ibv_context*, ibv_values_ex* values)
+{
+    uint32_t done = 0;
+    if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+        timespec now{};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        values->raw_clock.tv_sec = 0;
+        values->raw_clock.tv_nsec = static_cast<long>(now.tv_sec) * 1000000000L + now.tv_nsec;
+        done |= IBV_VALUES_MASK_RAW_CLOCK;
+    }
+    values->comp_mask = done;
     return 0;
 }
 
@@ -92,6 +121,7 @@ const verbs_context_ops kQueryOps = [] {
     verbs_context_ops ops{};
     ops.query_device_ex = Guard<query_device_ex>::call;
     ops.query_port = Guard<query_port>::call;
+    ops.query_rt_values = Guard<query_rt_values>::call;
     return ops;
 }();
 

@@ -375,6 +375,37 @@ TEST_F(Objects, CqOverflowRaisesCqErrorOnce)
     EXPECT_EQ(cq->poll(out, 8), 4);  // what it holds is still delivered
 }
 
+// ibv_resize_cq: grows and shrinks keeping what is queued, in order; never
+// below the queued count or beyond max_cqe; a ring that wrapped stays whole.
+TEST_F(Objects, CqResizeKeepsQueuedCompletions)
+{
+    ASSERT_EQ(emu.create_cq(4, &cq), 0);
+    Completion c, out[16];
+    for (uint64_t i = 0; i < 3; ++i) {
+        c.wr_id = i;
+        ASSERT_TRUE(cq->push(c, false));
+    }
+    ASSERT_EQ(cq->poll(out, 2), 2);  // head moves: the next pushes wrap
+    for (uint64_t i = 3; i < 6; ++i) {
+        c.wr_id = i;
+        ASSERT_TRUE(cq->push(c, false));
+    }
+    EXPECT_EQ(cq->resize(3), EINVAL);  // 4 queued
+    EXPECT_EQ(cq->resize(0), EINVAL);
+    EXPECT_EQ(cq->resize(limits::max_cqe + 1), EINVAL);
+    ASSERT_EQ(cq->resize(8), 0);
+    EXPECT_EQ(cq->capacity(), 8u);
+    for (uint64_t i = 6; i < 10; ++i) {
+        c.wr_id = i;
+        ASSERT_TRUE(cq->push(c, false));  // room that 4 did not have
+    }
+    ASSERT_EQ(cq->poll(out, 3), 3);
+    ASSERT_EQ(cq->resize(5), 0);  // 5 queued: shrinks exactly to them
+    EXPECT_FALSE(cq->overflowed());
+    ASSERT_EQ(cq->poll(out + 3, 16), 5);
+    for (uint64_t i = 0; i < 8; ++i) EXPECT_EQ(out[i].wr_id, i + 2);
+}
+
 TEST_F(Objects, CqArmingNextAndSolicited)
 {
     int fired = 0;
