@@ -23,12 +23,23 @@ int CompletionQueue::resize(uint32_t cqe)
     std::vector<Completion> ring(cqe);
     for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % capacity_];
     ring_.swap(ring);
+    if (!stamps_.empty()) {
+        std::vector<uint64_t> stamps(cqe);
+        for (uint32_t i = 0; i < count_; ++i) stamps[i] = stamps_[(head_ + i) % capacity_];
+        stamps_.swap(stamps);
+    }
     head_ = 0;
     capacity_ = cqe;
     return 0;
 }
 
-int CompletionQueue::poll(Completion* out, int max)
+void CompletionQueue::stamp_completions()
+{
+    std::lock_guard<std::mutex> g(lock_);
+    stamps_.assign(capacity_, 0);
+}
+
+int CompletionQueue::poll(Completion* out, int max, uint64_t* stamps)
 {
     emu_.note_app_call();
     if (max <= 0) return 0;
@@ -41,6 +52,7 @@ int CompletionQueue::poll(Completion* out, int max)
                 const int n = static_cast<int>(std::min<uint32_t>(count_, static_cast<uint32_t>(max)));
                 for (int i = 0; i < n; ++i) {
                     out[i] = ring_[head_];
+                    if (stamps && !stamps_.empty()) stamps[i] = stamps_[head_];
                     head_ = head_ + 1 == capacity_ ? 0 : head_ + 1;
                 }
                 count_ -= static_cast<uint32_t>(n);
@@ -196,7 +208,7 @@ bool CompletionQueue::push(const Completion& c, bool solicited)
             uint32_t tail = head_ + count_;
             if (tail >= capacity_) tail -= capacity_;
             ring_[tail] = c;
-            if (stamps_) ring_[tail].timestamp_ns = static_cast<uint64_t>(now_ns());
+            if (!stamps_.empty()) stamps_[tail] = static_cast<uint64_t>(now_ns());
             ++count_;
             published_.store(count_, std::memory_order_release);
             accepted = true;

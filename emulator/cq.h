@@ -27,7 +27,9 @@ public:
     // or -EIO... never: an overflowed CQ still returns what it holds.  When
     // the CQ is empty it first drives the receive path of its QPs (so a
     // polling application needs no thread hand-off).
-    int poll(Completion* out, int max);
+    // `stamps`: when the CQ stamps, receives each completion's time (now_ns()
+    // when it was queued).
+    int poll(Completion* out, int max, uint64_t* stamps = nullptr);
 
     // ibv_req_notify_cq: arm for the next completion (any), or for the next
     // solicited / error completion.  The handler then runs once.
@@ -48,9 +50,9 @@ public:
     static void await_channel(int channel_fd);
     static bool awaited_event(uint64_t* record);
 
-    // Completions get the time they were queued (timestamp_ns): a CQ-ex
-    // asked for completion timestamps.  Set before the CQ is in use.
-    void stamp_completions() { stamps_ = true; }
+    // Completions get the time they were queued: a CQ-ex asked for
+    // completion timestamps (a ring of its own: other CQs' entries stay small).
+    void stamp_completions();
 
     uint32_t capacity() const { return capacity_; }
     uint32_t size() const;
@@ -90,7 +92,7 @@ private:
 
     Emulator& emu_;
     uint32_t capacity_;  // lock_ (resize); poll() and push() read it under lock_
-    bool stamps_ = false;
+    std::vector<uint64_t> stamps_;  // lock_; parallel to ring_ when the CQ stamps, else empty
     mutable std::mutex lock_;
     std::vector<Completion> ring_;
     uint32_t head_ = 0;   // oldest

@@ -194,7 +194,6 @@ struct Completion {
     uint32_t qp_num = 0;
     uint32_t src_qp = 0;
     uint32_t wc_flags = 0;
-    uint64_t timestamp_ns = 0;  // CompletionQueue::now_ns() when queued, on a CQ that stamps
 };
 
 // == struct ibv_qp_cap

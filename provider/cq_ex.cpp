@@ -26,7 +26,7 @@ inline Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
 int take_next(ibv_cq_ex* c)
 {
     Cq* cq = of(c);
-    if (cq->emu->poll(&cq->cur, 1) != 1) return ENOENT;
+    if (cq->emu->poll(&cq->cur, 1, &cq->cur_stamp) != 1) return ENOENT;
     c->status = static_cast<ibv_wc_status>(cq->cur.status);
     c->wr_id = cq->cur.wr_id;
     return 0;
@@ -57,14 +57,14 @@ uint32_t read_slid(ibv_cq_ex*) { return 0; }
 // The device clock is CLOCK_MONOTONIC in ns (hca_core_clock 1 GHz, as
 // ibv_query_rt_values_ex reports it); the wall clock is that instant in
 // CLOCK_REALTIME, by the offset between the two clocks now.
-uint64_t read_completion_ts(ibv_cq_ex* c) { return of(c)->cur.timestamp_ns; }
+uint64_t read_completion_ts(ibv_cq_ex* c) { return of(c)->cur_stamp; }
 uint64_t read_completion_wallclock_ns(ibv_cq_ex* c)
 {
     timespec real{}, mono{};
     clock_gettime(CLOCK_REALTIME, &real);
     clock_gettime(CLOCK_MONOTONIC, &mono);
     const int64_t offset = (int64_t{real.tv_sec} - mono.tv_sec) * 1'000'000'000 + (real.tv_nsec - mono.tv_nsec);
-    return of(c)->cur.timestamp_ns + static_cast<uint64_t>(offset);
+    return of(c)->cur_stamp + static_cast<uint64_t>(offset);
 }
 uint8_t read_sl(ibv_cq_ex*) { return 0; }
 uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }

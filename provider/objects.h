@@ -116,6 +116,7 @@ struct Cq {
     };
     CompletionQueue* emu;
     Completion cur;
+    uint64_t cur_stamp;  // cur's queueing time, on a CQ-ex with completion timestamps
 };
 
 struct Srq {
