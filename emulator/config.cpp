@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <variant>
 
+#include "emulator/faults/fault_rules.h"
 #include "emulator/log.h"
 #include "emulator/tcp_socket_tuning.h"
 
@@ -118,6 +120,7 @@ constexpr Key keys[] = {
     {"capture_payload", "IWEMU_CAPTURE_PAYLOAD"},
     {"capture_max_size", "IWEMU_CAPTURE_MAX_SIZE"},
     {"capture_files", "IWEMU_CAPTURE_FILES"},
+    {"faults", "IWEMU_FAULTS"},
 };
 
 }  // namespace
@@ -182,6 +185,14 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     }
     else if (key == "capture_max_size") {
         ok = parse_size(value, &capture.max_file_bytes) && (capture.max_file_bytes == 0 || capture.max_file_bytes >= 65536);
+    }
+    else if (key == "faults") {
+        const auto parsed = faults::parse_rules(value);
+        if (const auto* e = std::get_if<faults::ParseError>(&parsed)) {
+            if (error) *error = "bad value for 'faults' at position " + std::to_string(e->position) + ": " + e->message;
+            return false;
+        }
+        this->faults = std::string(value);
     }
     else if (key == "capture_files") ok = parse_u32(value, 1, 1000, &capture.files);
     else if (key == "log") {

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "emulator/faults/fault_injector.h"
 #include "emulator/log.h"
 #include "emulator/wire/capture_framing.h"
 #include "emulator/wire/pcapng.h"
@@ -24,6 +25,10 @@
 namespace iwemu::capture {
 
 bool g_on = false;
+
+namespace {
+bool g_capturing = false;  // a capture file is open (g_on: capture or faults)
+}  // namespace
 
 namespace {
 
@@ -102,6 +107,7 @@ public:
     void peer_closed(int fd, bool reset);
     void shutdown_wr(int fd);
     void closing(int fd, bool abortive);
+    void local_end_locked(int fd, bool rst);
     std::mutex& lock() { return mu_; }
 
 private:
@@ -414,6 +420,18 @@ void Sink::shutdown_wr(int fd)
     write_out();
 }
 
+// Our FIN or RST, put on the wire by a fault rule (the lock is held).
+void Sink::local_end_locked(int fd, bool rst)
+{
+    Flow* f = flow_locked(fd, false);
+    if (!f || f->out.fin) return;
+    const uint64_t ts = now_us();
+    write_units(*f, true, ts, true);
+    emit(*f, true, {}, (rst ? wire::tcpframe::rst : wire::tcpframe::fin) | wire::tcpframe::ack, 0, ts);
+    f->out.fin = true;
+    write_out();
+}
+
 void Sink::closing(int fd, bool abortive)
 {
     std::lock_guard<std::mutex> g(mu_);
@@ -479,42 +497,59 @@ bool start(const Settings& settings)
 {
     if (settings.path.empty()) return false;
     if (!sink().open(settings)) return false;
+    g_capturing = true;
     g_on = true;
     return true;
 }
 
+void hooks_on() { g_on = true; }
+
 void begin(int fd, bool active)
 {
+    if (faults::active()) faults::begin(fd);
+    if (!g_capturing) return;
     std::lock_guard<std::mutex> g(sink().lock());
     sink().begin(fd, active);
 }
 
 ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn)
 {
-    std::lock_guard<std::mutex> g(sink().lock());
-    const ssize_t n = ::sendmsg(fd, msg, flags);
+    std::unique_lock<std::mutex> g(sink().lock(), std::defer_lock);
+    if (g_capturing) g.lock();
+    const iovec* sent = msg->msg_iov;
+    size_t count = msg->msg_iovlen;
+    faults::Injected injected;
+    const ssize_t n = faults::active() ? faults::sendmsg(fd, msg, flags, qpn, &sent, &count, &injected)
+                                       : ::sendmsg(fd, msg, flags);
     ErrnoKeeper keep;
-    if (n > 0) sink().data(fd, true, msg->msg_iov, msg->msg_iovlen, static_cast<size_t>(n), qpn);
+    if (!g_capturing) return n;
+    if (n > 0) sink().data(fd, true, sent, count, static_cast<size_t>(n), qpn);
+    if (!injected.octets.empty()) {
+        const iovec v{const_cast<uint8_t*>(injected.octets.data()), injected.octets.size()};
+        sink().data(fd, true, &v, 1, v.iov_len, qpn);
+    }
+    if (injected.fin || injected.rst) sink().local_end_locked(fd, injected.rst);
     return n;
 }
 
 ssize_t send(int fd, const void* buf, size_t len, int flags)
 {
-    std::lock_guard<std::mutex> g(sink().lock());
-    const ssize_t n = ::send(fd, buf, len, flags);
-    ErrnoKeeper keep;
-    if (n > 0) {
-        const iovec v{const_cast<void*>(buf), static_cast<size_t>(n)};
-        sink().data(fd, true, &v, 1, static_cast<size_t>(n), 0);
-    }
-    return n;
+    iovec v{const_cast<void*>(buf), len};
+    msghdr msg{};
+    msg.msg_iov = &v;
+    msg.msg_iovlen = 1;
+    return sendmsg(fd, &msg, flags, 0);
 }
 
 ssize_t recvmsg(int fd, msghdr* msg, int flags, uint32_t qpn)
 {
-    std::lock_guard<std::mutex> g(sink().lock());
+    std::unique_lock<std::mutex> g(sink().lock(), std::defer_lock);
+    if (g_capturing) g.lock();
     const ssize_t n = ::recvmsg(fd, msg, flags);
     ErrnoKeeper keep;
+    if (n > 0 && faults::active() && !(flags & MSG_PEEK))
+        faults::received(fd, msg->msg_iov, msg->msg_iovlen, static_cast<size_t>(n), qpn);
+    if (!g_capturing || (flags & MSG_PEEK)) return n;
     if (n > 0) sink().data(fd, false, msg->msg_iov, msg->msg_iovlen, static_cast<size_t>(n), qpn);
     else if (n == 0) sink().peer_closed(fd, false);
     else if (keep.saved == ECONNRESET) sink().peer_closed(fd, true);
@@ -523,21 +558,21 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags, uint32_t qpn)
 
 ssize_t recv(int fd, void* buf, size_t len, int flags, uint32_t qpn)
 {
-    std::lock_guard<std::mutex> g(sink().lock());
-    const ssize_t n = ::recv(fd, buf, len, flags);
-    ErrnoKeeper keep;
-    if (n > 0) {
-        const iovec v{buf, static_cast<size_t>(n)};
-        sink().data(fd, false, &v, 1, static_cast<size_t>(n), qpn);
-    } else if (n == 0 && !(flags & MSG_PEEK)) {
-        sink().peer_closed(fd, false);
-    } else if (n < 0 && keep.saved == ECONNRESET) {
-        sink().peer_closed(fd, true);
-    }
-    return n;
+    iovec v{buf, len};
+    msghdr msg{};
+    msg.msg_iov = &v;
+    msg.msg_iovlen = 1;
+    return recvmsg(fd, &msg, flags, qpn);
 }
 
-void shutdown_wr(int fd) { sink().shutdown_wr(fd); }
-void closing(int fd, bool abortive) { sink().closing(fd, abortive); }
+void shutdown_wr(int fd)
+{
+    if (g_capturing) sink().shutdown_wr(fd);
+}
+
+void closing(int fd, bool abortive)
+{
+    if (g_capturing) sink().closing(fd, abortive);
+}
 
 }  // namespace iwemu::capture

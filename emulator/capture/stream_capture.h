@@ -42,6 +42,10 @@ inline bool on() { return __builtin_expect(g_on, false); }
 // the file cannot be created: the application runs on, uncaptured.
 bool start(const Settings& settings);
 
+// Route the socket calls through the wrappers without capturing (for
+// fault injection, emulator/faults/fault_injector.h).
+void hooks_on();
+
 // A TCP connection was established on fd (active: we connected).  Writes
 // the synthesized handshake; a flow left on fd from an earlier connection
 // is closed first.
