@@ -1,6 +1,7 @@
 #include "emulator/capture/stream_capture.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -132,10 +133,11 @@ private:
     std::unordered_map<int, std::unique_ptr<Flow>> flows_;
 };
 
+Sink* g_sink = nullptr;  // never freed: I/O may race process exit
+
 Sink& sink()
 {
-    static Sink* s = new Sink;  // never freed: I/O may race process exit
-    return *s;
+    return *g_sink;
 }
 
 std::string numbered(const std::string& path, uint32_t n)
@@ -496,9 +498,20 @@ std::string expand_path(std::string_view path, long pid)
 bool start(const Settings& settings)
 {
     if (settings.path.empty()) return false;
+    g_sink = new Sink;
     if (!sink().open(settings)) return false;
     g_capturing = true;
     g_on = true;
+    // A forked child must not write into its parent's file: with %p it
+    // starts a file of its own (a new sink: another thread may have held the
+    // old one's lock at the fork), else it captures nothing.
+    static Settings saved = settings;
+    pthread_atfork(nullptr, nullptr, [] {
+        g_capturing = false;
+        if (saved.path.find("%p") == std::string::npos) return;
+        g_sink = new Sink;
+        g_capturing = sink().open(saved);
+    });
     return true;
 }
 
@@ -514,8 +527,8 @@ void begin(int fd, bool active)
 
 ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn)
 {
-    std::unique_lock<std::mutex> g(sink().lock(), std::defer_lock);
-    if (g_capturing) g.lock();
+    std::unique_lock<std::mutex> g;
+    if (g_capturing) g = std::unique_lock<std::mutex>(sink().lock());
     const iovec* sent = msg->msg_iov;
     size_t count = msg->msg_iovlen;
     faults::Injected injected;
@@ -543,8 +556,8 @@ ssize_t send(int fd, const void* buf, size_t len, int flags)
 
 ssize_t recvmsg(int fd, msghdr* msg, int flags, uint32_t qpn)
 {
-    std::unique_lock<std::mutex> g(sink().lock(), std::defer_lock);
-    if (g_capturing) g.lock();
+    std::unique_lock<std::mutex> g;
+    if (g_capturing) g = std::unique_lock<std::mutex>(sink().lock());
     const ssize_t n = ::recvmsg(fd, msg, flags);
     ErrnoKeeper keep;
     if (n > 0 && faults::active() && !(flags & MSG_PEEK))
@@ -572,6 +585,7 @@ void shutdown_wr(int fd)
 
 void closing(int fd, bool abortive)
 {
+    if (faults::active()) faults::forget(fd);
     if (g_capturing) sink().closing(fd, abortive);
 }
 

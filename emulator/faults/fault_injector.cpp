@@ -334,6 +334,12 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn, const iovec*
     return n;
 }
 
+void forget(int fd)
+{
+    std::lock_guard<std::mutex> g(g_state->mu);
+    g_state->flows.erase(fd);
+}
+
 void received(int fd, const iovec* iov, size_t iovcnt, size_t n, uint32_t qpn)
 {
     std::lock_guard<std::mutex> g(g_state->mu);

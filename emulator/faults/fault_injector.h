@@ -32,6 +32,8 @@ struct Injected {
 };
 ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn, const iovec** sent, size_t* sent_count,
                 Injected* injected);
+// fd is being closed.
+void forget(int fd);
 // Octets received on fd (rules with dir=rx).
 void received(int fd, const iovec* iov, size_t iovcnt, size_t n, uint32_t qpn);
 
