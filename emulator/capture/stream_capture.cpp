@@ -498,6 +498,7 @@ std::string expand_path(std::string_view path, long pid)
 bool start(const Settings& settings)
 {
     if (settings.path.empty()) return false;
+    if (g_capturing) return true;  // one capture per process (test fixtures make several emulators)
     g_sink = new Sink;
     if (!sink().open(settings)) return false;
     g_capturing = true;

@@ -257,6 +257,7 @@ void send_terminate(int fd, Flow& f, Injected* injected)
 
 bool start(const std::string& setting)
 {
+    if (g_state) return true;  // one rule set per process (test fixtures make several emulators)
     auto parsed = parse_rules(setting);
     if (auto* e = std::get_if<ParseError>(&parsed)) {
         std::fprintf(stderr, "iwemu: IWEMU_FAULTS: position %zu: %s\n  %s\n  %*s^\n", e->position, e->message.c_str(),
