@@ -537,7 +537,8 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn)
                                        : ::sendmsg(fd, msg, flags);
     ErrnoKeeper keep;
     if (!g_capturing) return n;
-    if (n > 0) sink().data(fd, true, sent, count, static_cast<size_t>(n), qpn);
+    const size_t recorded = n > 0 ? injected.sent_octets.value_or(static_cast<size_t>(n)) : 0;
+    if (recorded > 0) sink().data(fd, true, sent, count, recorded, qpn);
     if (!injected.octets.empty()) {
         const iovec v{const_cast<uint8_t*>(injected.octets.data()), injected.octets.size()};
         sink().data(fd, true, &v, 1, v.iov_len, qpn);

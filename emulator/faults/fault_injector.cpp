@@ -54,6 +54,7 @@ struct Flow {
     Track tx, rx;
     bool crc = false, markers = false;
     std::vector<uint64_t> flips;  // tx stream offsets of octets to invert
+    std::vector<std::pair<uint64_t, uint64_t>> skips;  // tx stream ranges that never leave, in order
     Cut cut = Cut::none;
     uint64_t cut_at = 0;
     wire::TerminateCode cut_code{};
@@ -158,6 +159,9 @@ void on_unit(Flow& f, Direction dir, Track& t, uint64_t start, uint64_t len, boo
     switch (r.action) {
     case Action::corrupt_crc:
         f.flips.push_back(start + len - 1);  // the CRC's last octet (RFC 5044 §4.1)
+        break;
+    case Action::lose:
+        f.skips.emplace_back(start, start + len);
         break;
     case Action::drop_rst:
     case Action::drop_fin:
@@ -305,8 +309,49 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn, const iovec*
     if (f.cut != Cut::none && f.cut_at < f.tx_sent + total) len = static_cast<size_t>(f.cut_at - f.tx_sent);
     const bool flip = std::any_of(f.flips.begin(), f.flips.end(),
                                   [&](uint64_t o) { return o >= f.tx_sent && o < f.tx_sent + len; });
+    const uint64_t lo = f.tx_sent, hi = f.tx_sent + len;
+    const bool skip = std::any_of(f.skips.begin(), f.skips.end(), [&](const auto& s) { return s.first < hi && s.second > lo; });
     ssize_t n;
-    if (flip || len < total) {
+    if (skip) {
+        // The octets without the lost FPDUs; the caller is told they all left.
+        auto& buf = g_state->scratch;
+        buf.clear();
+        uint64_t at = lo;
+        for (size_t i = 0; i < msg->msg_iovlen && at < hi; ++i) {
+            const auto* p = static_cast<const uint8_t*>(msg->msg_iov[i].iov_base);
+            const size_t take = static_cast<size_t>(std::min<uint64_t>(hi - at, msg->msg_iov[i].iov_len));
+            for (size_t k = 0; k < take; ++k) {
+                const uint64_t o = at + k;
+                if (std::any_of(f.skips.begin(), f.skips.end(), [o](const auto& s) { return o >= s.first && o < s.second; }))
+                    continue;
+                uint8_t b = p[k];
+                if (std::find(f.flips.begin(), f.flips.end(), o) != f.flips.end()) b ^= 0xFF;
+                buf.push_back(b);
+            }
+            at += take;
+        }
+        ssize_t m = buf.empty() ? 0 : ::send(fd, buf.data(), buf.size(), flags);
+        g_state->scratch_iov = {buf.data(), buf.size()};
+        *sent = &g_state->scratch_iov;
+        *sent_count = 1;
+        injected->sent_octets = m > 0 ? static_cast<size_t>(m) : 0;
+        if (m < 0) {
+            n = m;
+        } else if (static_cast<size_t>(m) == buf.size()) {
+            n = static_cast<ssize_t>(len);
+        } else {
+            // Where the kernel stopped, in the caller's octets.
+            uint64_t orig = lo, copied = 0;
+            for (const auto& [s, e] : f.skips) {
+                if (e <= orig || s >= hi) continue;
+                const uint64_t chunk = std::max(s, orig) - orig;
+                if (static_cast<uint64_t>(m) <= copied + chunk) break;
+                copied += chunk;
+                orig = std::min(e, hi);
+            }
+            n = static_cast<ssize_t>(orig + (static_cast<uint64_t>(m) - copied) - lo);
+        }
+    } else if (flip || len < total) {
         // The octets as they are to leave, in a copy: user memory and the
         // QP's buffers stay as they are.
         auto& buf = g_state->scratch;
@@ -330,6 +375,7 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn, const iovec*
     if (n > 0) {
         f.tx_sent += static_cast<uint64_t>(n);
         std::erase_if(f.flips, [&](uint64_t o) { return o < f.tx_sent; });
+        std::erase_if(f.skips, [&](const auto& s) { return s.second <= f.tx_sent; });
     }
     errno = err;
     return n;

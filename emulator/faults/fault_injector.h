@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -29,6 +30,7 @@ void begin(int fd);
 struct Injected {
     std::span<const uint8_t> octets;  // a Terminate
     bool fin = false, rst = false;
+    std::optional<size_t> sent_octets;  // of *sent, when not the return value (a lost FPDU left out)
 };
 ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn, const iovec** sent, size_t* sent_count,
                 Injected* injected);

@@ -114,6 +114,11 @@ std::optional<ParseError> parse_action(Token a, Rule& r)
         r.action = Action::corrupt_crc;
         return std::nullopt;
     }
+    if (name == "lose") {
+        if (colon != std::string_view::npos) return error_at(arg_pos, "lose takes no argument");
+        r.action = Action::lose;
+        return std::nullopt;
+    }
     if (name == "terminate") {
         // LAYER/ETYPE/ECODE, numbers (RFC 5040 §7.2 / RFC 6581 registries).
         const auto parts = split({arg, arg_pos}, '/');
@@ -129,7 +134,7 @@ std::optional<ParseError> parse_action(Token a, Rule& r)
         r.terminate = {static_cast<wire::TerminateLayer>(v[0]), static_cast<uint8_t>(v[1]), static_cast<uint8_t>(v[2])};
         return std::nullopt;
     }
-    return error_at(a.pos, "unknown action '" + std::string(name) + "' (drop:rst, drop:fin, crc, terminate:L/E/C)");
+    return error_at(a.pos, "unknown action '" + std::string(name) + "' (drop:rst, drop:fin, crc, lose, terminate:L/E/C)");
 }
 
 std::optional<ParseError> parse_condition(Token c, Rule& r)

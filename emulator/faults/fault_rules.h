@@ -3,7 +3,7 @@
 //
 //   rules := item ( ';' item )*
 //   item  := 'seed=' N  |  action ( ',' condition )*
-//   action:= 'drop:rst' | 'drop:fin' | 'crc' | 'terminate:' LAYER '/' ETYPE '/' ECODE
+//   action:= 'drop:rst' | 'drop:fin' | 'crc' | 'lose' | 'terminate:' LAYER '/' ETYPE '/' ECODE
 //   condition (where): qp=N  lport=N  rport=N  port=N  opcode=NAME|N  dir=tx|rx
 //   condition (when):  fpdu=N (the Nth matching FPDU)  octets=N[K|M|G] (the first
 //                      matching FPDU after N octets)  ms=N (after N ms since
@@ -26,6 +26,7 @@ enum class Action : uint8_t {
     drop_fin,     // both halves shut: the peer sees a FIN
     corrupt_crc,  // the FPDU leaves with its CRC's last octet inverted
     terminate,    // a Terminate with the given code goes out instead of the FPDU, then FIN
+    lose,         // the FPDU never leaves (the stream closes over it): lose,fpdu=1 loses the RTR
 };
 
 enum class Direction : uint8_t { tx, rx };

@@ -4,7 +4,8 @@
 #  1. rping -V, the client's 10th FPDU leaves with a bad CRC: the server
 #     answers with Terminate LLP/MPA/CRC error (2/0/0x02), both programs
 #     end within their time limit (no hang);
-#  2. a Terminate injected by rule (RDMAP 0/1/0x00 here) is on the wire as given;
+#  2. a Terminate injected by rule (RDMAP 0/1/0x00 here) is on the wire as
+#     given; a lost RTR leaves the stream whole without it;
 #  3. ib_send_bw -R with the connection dropped (RST) after 1 MiB exits
 #     with an error in bounded time, on both sides;
 #  4. a seeded probabilistic rule fires at the same FPDU numbers in two runs.
@@ -82,6 +83,18 @@ echo "term: Terminates: ${t:-none}"
 echo "$t" | awk -F';' -v p="$port" '$1 != p && $2 == "0x00" && $3 == "0x01" && $5 == "0x00"' | grep -q . ||
     fail "term: the injected Terminate 0/1/0x00 is not on the wire"
 grep -qi "terminate" "$dir/term-server.log" || fail "term: the server logged no Terminate"
+
+# ---- 2b. the RTR lost ------------------------------------------------------
+# The Initiator's first FPDU is its RTR (a zero-length Read, RFC 6581): with
+# it lost, the first FPDU the capture shows from the client is what followed.
+rping_pair lose "lose,fpdu=1"
+grep -q "faults: rule 'lose,fpdu=1' fired: qp [0-9]*, tx FPDU 1 (opcode 0x1" "$dir/lose-client.log" ||
+    fail "lose: the rule did not fire on the RTR (a Read Request)"
+first=$(T "$dir/lose-client.pcapng" -Y "iwarp_mpa.fpdu && tcp.dstport == $port" -T fields -e iwarp_rdma.opcode -e iwarp_mpa.ulpdulength | head -1)
+echo "lose: the client's first FPDU on the wire: $first"
+[ -n "$first" ] && [ "$first" != "$(printf '0x01\t46')" ] || fail "lose: the RTR is still on the wire"
+malformed=$(T "$dir/lose-client.pcapng" -Y '_ws.malformed || _ws.expert.severity == error' | grep -c .)
+[ "$malformed" -eq 0 ] || fail "lose: the capture has $malformed malformed frames (the stream must close over the lost FPDU)"
 
 # ---- 3. ib_send_bw -R, connection reset after 1 MiB ------------------------------
 pick_port

@@ -46,6 +46,7 @@ TEST(FaultRules, WhatWhereWhen)
     EXPECT_EQ(s.rules[3].local_port, 5000);
     EXPECT_EQ(s.rules[3].remote_port, 6000);
     EXPECT_EQ(s.rules[3].any_port, 7);
+    EXPECT_EQ(ok("lose,fpdu=1").rules[0].action, Action::lose);
     EXPECT_TRUE(ok("").rules.empty());
     EXPECT_TRUE(ok(" ; ;").rules.empty());
 }
@@ -89,6 +90,8 @@ TEST(FaultRules, MistakesHaveTheirPosition)
     EXPECT_EQ(e.position, 6u);
     e = bad("crc,port=0");
     EXPECT_EQ(e.position, 10u);
+    e = bad("lose:x");
+    EXPECT_EQ(e.position, 6u);
     e = bad("crc,fpdu");
     EXPECT_EQ(e.position, 5u);
 }
