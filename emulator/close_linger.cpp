@@ -23,6 +23,7 @@
 #include <array>
 #include <cerrno>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
 
@@ -36,7 +37,8 @@ int drain_input(int fd)
 {
     std::array<uint8_t, 16384> sink;
     for (;;) {
-        const ssize_t n = ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+        const ssize_t n = capture::on() ? capture::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT, 0)
+                                         : ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
         if (n > 0) continue;
         if (n == 0) return 0;
         if (errno == EINTR) continue;
@@ -104,6 +106,7 @@ void Engine::linger_finish(LingeringSocket s, int error)
     epoll_ctl(epfd_, EPOLL_CTL_DEL, s.fd, nullptr);
     IWEMU_LOG(debug, "engine: closing socket %d: %s", s.fd,
               error == 0 ? "the peer closed" : error == ETIMEDOUT ? "the peer never closed" : "error");
+    if (capture::on()) capture::closing(s.fd, false);
     ::close(s.fd);
     if (s.done) s.done(error);
 }
@@ -117,6 +120,7 @@ void Engine::linger_expire()
         const auto now = Clock::now();
         for (auto& l : lingering_) {
             if (l.fin_at && *l.fin_at <= now) {
+                if (capture::on()) capture::shutdown_wr(l.fd);
                 ::shutdown(l.fd, SHUT_WR);
                 l.fin_at.reset();
             }
@@ -164,6 +168,7 @@ void Engine::linger_send_fins()
     std::lock_guard<std::mutex> g(linger_lock_);
     for (auto& l : lingering_) {
         if (!l.fin_at) continue;
+        if (capture::on()) capture::shutdown_wr(l.fd);
         ::shutdown(l.fd, SHUT_WR);
         l.fin_at.reset();
     }

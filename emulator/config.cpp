@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <variant>
 
+#include "emulator/faults/fault_rules.h"
 #include "emulator/log.h"
 #include "emulator/tcp_socket_tuning.h"
 
@@ -54,6 +56,25 @@ bool valid_rtr_list(std::string_view v)
     return true;
 }
 
+// A size in octets with an optional K, M or G (binary multiples).
+bool parse_size(std::string_view v, uint64_t* out)
+{
+    uint64_t mult = 1;
+    if (!v.empty()) {
+        switch (v.back()) {
+        case 'k': case 'K': mult = uint64_t{1} << 10; break;
+        case 'm': case 'M': mult = uint64_t{1} << 20; break;
+        case 'g': case 'G': mult = uint64_t{1} << 30; break;
+        default: break;
+        }
+        if (mult != 1) v.remove_suffix(1);
+    }
+    uint32_t n = 0;
+    if (!parse_u32(v, 0, 0xFFFFFFFF, &n)) return false;
+    *out = uint64_t{n} * mult;
+    return true;
+}
+
 // auto, system, or what a TCP congestion control module may be called.
 bool valid_congestion_control(std::string_view v)
 {
@@ -94,6 +115,12 @@ constexpr Key keys[] = {
     {"liveness_timeout_ms", "IWEMU_LIVENESS_TIMEOUT_MS"},
     {"netdev", "IWEMU_NETDEV"},
     {"log", "IWEMU_LOG"},
+    {"capture", "IWEMU_CAPTURE"},
+    {"capture_snaplen", "IWEMU_CAPTURE_SNAPLEN"},
+    {"capture_payload", "IWEMU_CAPTURE_PAYLOAD"},
+    {"capture_max_size", "IWEMU_CAPTURE_MAX_SIZE"},
+    {"capture_files", "IWEMU_CAPTURE_FILES"},
+    {"faults", "IWEMU_FAULTS"},
 };
 
 }  // namespace
@@ -143,6 +170,31 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         ok = value.size() < IFNAMSIZ && value.find_first_of("/ \t") == std::string_view::npos;
         if (ok) netdev = std::string(value);
     }
+    else if (key == "capture") {
+        const std::string why = capture::check_path(value);
+        if (!why.empty()) {
+            if (error) *error = "bad value '" + std::string(value) + "' for 'capture': " + why;
+            return false;
+        }
+        capture.path = std::string(value);
+    }
+    else if (key == "capture_snaplen") ok = parse_u32(value, 64, 262144, &capture.snaplen);
+    else if (key == "capture_payload") {
+        if (value == "all") capture.payload_keep = UINT32_MAX;
+        else ok = parse_u32(value, 0, 65535, &capture.payload_keep);
+    }
+    else if (key == "capture_max_size") {
+        ok = parse_size(value, &capture.max_file_bytes) && (capture.max_file_bytes == 0 || capture.max_file_bytes >= 65536);
+    }
+    else if (key == "faults") {
+        const auto parsed = faults::parse_rules(value);
+        if (const auto* e = std::get_if<faults::ParseError>(&parsed)) {
+            if (error) *error = "bad value for 'faults' at position " + std::to_string(e->position) + ": " + e->message;
+            return false;
+        }
+        this->faults = std::string(value);
+    }
+    else if (key == "capture_files") ok = parse_u32(value, 1, 1000, &capture.files);
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/connection_params.h"
 
 namespace iwemu {
@@ -94,6 +95,12 @@ struct Config {
     // and running at start, else the loopback interface.
     std::string netdev;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
+    // IWEMU_CAPTURE (path, %p = pid), IWEMU_CAPTURE_SNAPLEN,
+    // IWEMU_CAPTURE_PAYLOAD, IWEMU_CAPTURE_MAX_SIZE, IWEMU_CAPTURE_FILES:
+    // every QP's byte stream as pcapng (emulator/capture/stream_capture.h).
+    capture::Settings capture;
+    // IWEMU_FAULTS: fault-injection rules (emulator/faults/fault_rules.h); "" = none.
+    std::string faults;
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from
     // run to run, so a fuzz corpus can name registered regions.

@@ -15,7 +15,9 @@
 #include <random>
 #include <thread>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/engine.h"
+#include "emulator/faults/fault_injector.h"
 #include "emulator/log.h"
 #include "emulator/port_monitor.h"
 #include "emulator/qp_endpoint.h"
@@ -96,6 +98,9 @@ void Emulator::forget_after_fork()
 Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr, config.stag_key_seed)
 {
     g_log_level.store(static_cast<int>(config_.log_level), std::memory_order_relaxed);
+    // Both before any connection exists.
+    if (!config_.capture.path.empty()) capture::start(config_.capture);
+    if (!config_.faults.empty() && faults::start(config_.faults)) capture::hooks_on();
     std::random_device rd;
     // QP numbers start at a random point (like RNICs do) but stay below 2^24.
     next_qpn_ = 16 + (rd() & 0xFFFF);

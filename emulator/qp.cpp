@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
@@ -595,6 +596,7 @@ void QueuePair::close_socket_locked(bool abortive)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     }
     detach_socket_locked();
+    if (capture::on()) capture::closing(fd, abortive);
     ::close(fd);
 }
 
@@ -691,7 +693,10 @@ int QueuePair::shutdown_locked(bool linger)
         linger_fin_at_.reset();
         if (!fin_sent_) {
             linger_fin_at_ = fin_grace_end();  // fin_grace.cpp: the engine sends it then
-            if (!linger_fin_at_) ::shutdown(linger_fd, SHUT_WR);
+            if (!linger_fin_at_) {
+                if (capture::on()) capture::shutdown_wr(linger_fd);
+                ::shutdown(linger_fd, SHUT_WR);
+            }
         }
         fin_sent_ = true;
         detach_socket_locked();

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <utility>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
@@ -236,7 +237,8 @@ void QueuePair::rx_locked()
             // After an error nothing more is placed (RFC 5041 §7.1, MPA-053):
             // drain until the peer closes.
             rx_pos_ = rx_end_ = 0;
-            k = ::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT);
+            k = capture::on() ? capture::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT, qp_num_)
+                              : ::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT);
             count(counters_.rx_syscalls);
             if (k > 0) continue;
         } else {
@@ -280,7 +282,7 @@ void QueuePair::rx_locked()
                 msghdr msg{};
                 msg.msg_iov = iov;
                 msg.msg_iovlen = static_cast<size_t>(cnt);
-                k = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+                k = capture::on() ? capture::recvmsg(fd, &msg, MSG_DONTWAIT, qp_num_) : ::recvmsg(fd, &msg, MSG_DONTWAIT);
                 count(counters_.rx_syscalls);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < asked;
@@ -296,7 +298,8 @@ void QueuePair::rx_locked()
                     continue;
                 }
             } else {
-                k = ::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT);
+                k = capture::on() ? capture::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT, qp_num_)
+                                  : ::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT);
                 count(counters_.rx_syscalls);
                 if (k > 0) {
                     drained = static_cast<size_t>(k) < rx_read_hint_;
@@ -726,7 +729,10 @@ void QueuePair::rx_handle_terminate(uint32_t body_len)
         // We may stop sending (RFC 5040 §5.4): close our half gracefully.
         tx_stopped_ = true;
         const int fd = fd_.load();
-        if (fd >= 0 && !fin_sent_) ::shutdown(fd, SHUT_WR);
+        if (fd >= 0 && !fin_sent_) {
+            if (capture::on()) capture::shutdown_wr(fd);
+            ::shutdown(fd, SHUT_WR);
+        }
         fin_sent_ = true;
         state_.store(on_iwarp_event(state_.load(), IwarpEvent::terminate_received));
         state_.store(QpState::err);

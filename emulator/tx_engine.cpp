@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
@@ -468,7 +469,10 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         // Nothing follows a Terminate (RFC 5040 §5.4); close our half
         // gracefully so the Terminate arrives (RFC 5040 §6.2.1).
         const int fd = fd_.load(std::memory_order_relaxed);
-        if (fd >= 0 && !fin_sent_) ::shutdown(fd, SHUT_WR);
+        if (fd >= 0 && !fin_sent_) {
+            if (capture::on()) capture::shutdown_wr(fd);
+            ::shutdown(fd, SHUT_WR);
+        }
         fin_sent_ = true;
         // Only now is the end of the stream final for the CM: an application
         // that destroys the QP on DISCONNECTED no longer cuts the Terminate off.
@@ -486,7 +490,8 @@ bool QueuePair::tx_flush_batch_locked()
         msghdr msg{};
         msg.msg_iov = &iov_[iov_first_];
         msg.msg_iovlen = std::min<size_t>(iov_count_, IOV_MAX);
-        const ssize_t n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        const ssize_t n = capture::on() ? capture::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL, qp_num_)
+                                         : ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
         count(counters_.tx_syscalls);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -574,6 +579,7 @@ void QueuePair::tx_locked(size_t budget)
     if (closing_ && !fin_sent_ && sq_tx_ == sq_tail_ && irq_count_ == 0 && tx_msg_ == TxMessage::none &&
         fin_may_go_locked()) {
         const int fd = fd_.load(std::memory_order_relaxed);
+        if (capture::on()) capture::shutdown_wr(fd);
         ::shutdown(fd, SHUT_WR);
         fin_sent_ = true;
         IWEMU_LOG(debug, "qp %u: FIN sent (disconnect)", qp_num_);

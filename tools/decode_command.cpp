@@ -1,5 +1,6 @@
 // `iwemu decode [options] FILE|-`: read one direction of a TCP byte stream
-// (raw octets, e.g. tshark -T fields -e tcp.payload of one direction) and
+// (raw octets, e.g. tshark -T fields -e tcp.payload of one direction), or a
+// pcap/pcapng capture (both directions of the chosen connections), and
 // decode it with stream_decoder.
 #include "tools/decode_command.h"
 
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tools/capture_streams.h"
 #include "tools/stream_decoder.h"
 
 namespace iwemu::tools {
@@ -54,6 +56,66 @@ bool read_all(std::FILE* f, std::vector<uint8_t>& data)
     return !std::ferror(f);
 }
 
+bool is_capture_file(const std::vector<uint8_t>& d)
+{
+    if (d.size() < 4) return false;
+    const uint32_t m = uint32_t{d[0]} | uint32_t{d[1]} << 8 | uint32_t{d[2]} << 16 | uint32_t{d[3]} << 24;
+    return m == 0x0A0D0D0A || m == 0xA1B2C3D4 || m == 0xD4C3B2A1 || m == 0xA1B23C4D || m == 0x4D3CB2A1;
+}
+
+bool opens_mpa_frame(const std::vector<uint8_t>& b)
+{
+    static constexpr char prefix[] = "MPA ID R";
+    return b.size() >= 20 && std::memcmp(b.data(), prefix, 8) == 0;
+}
+
+// Both directions of each chosen connection: the startup frames give the
+// CRC (either side's C bit, RFC 5044 §7.1.1) and the markers of a direction
+// (the M bit of the frame its receiver sent).
+int decode_capture(const std::vector<uint8_t>& data, const ConnectionChoice& choice, const DecodeOptions& base,
+                   bool crc_given)
+{
+    std::string error;
+    const auto all = read_connections(data, &error);
+    if (!error.empty()) std::fprintf(stderr, "iwemu decode: capture: %s (read what came before)\n", error.c_str());
+    const auto chosen = choose(all, choice);
+    if (chosen.empty()) {
+        std::fprintf(stderr, "iwemu decode: no TCP connection in the capture matches (%zu in it)\n", all.size());
+        for (const auto& c : all) {
+            std::fprintf(stderr, "  %s <-> %s", format_endpoint(c.a_to_b.src).c_str(), format_endpoint(c.a_to_b.dst).c_str());
+            for (uint32_t q : c.qpns) std::fprintf(stderr, " qp=%u", q);
+            std::fputc('\n', stderr);
+        }
+        return exit_usage;
+    }
+    int rc = decode_ok;
+    for (const CapturedConnection* c : chosen) {
+        const CapturedDirection* dirs[2] = {&c->a_to_b, &c->b_to_a};
+        bool crc = false;
+        for (const auto* d : dirs)
+            if (opens_mpa_frame(d->bytes) && (d->bytes[16] & 0x40)) crc = true;
+        for (int i = 0; i < 2; ++i) {
+            const CapturedDirection& d = *dirs[i];
+            const CapturedDirection& other = *dirs[1 - i];
+            std::printf("# %s -> %s: %zu octets%s%s\n", format_endpoint(d.src).c_str(), format_endpoint(d.dst).c_str(),
+                        d.bytes.size(), d.gap.empty() ? "" : "; ", d.gap.c_str());
+            if (d.bytes.empty()) continue;
+            DecodeOptions o = base;
+            o.start = opens_mpa_frame(d.bytes) ? StreamStart::mpa : StreamStart::fpdu;
+            if (!crc_given && opens_mpa_frame(d.bytes) && opens_mpa_frame(other.bytes)) o.crc = crc;
+            o.markers = opens_mpa_frame(other.bytes) && (other.bytes[16] & 0x80);
+            int r = decode_stream(d.bytes, o, stdout);
+            // A stream the capture cut short ends in a "truncated" error that is the capture's, not the peer's.
+            if (r != decode_ok && !d.gap.empty()) {
+                std::printf("# (the capture ends here: %s)\n", d.gap.c_str());
+                r = decode_ok;
+            }
+            if (r != decode_ok) rc = r;
+        }
+    }
+    return rc;
+}
+
 }  // namespace
 
 void print_decode_usage(bool to_stderr)
@@ -67,6 +129,10 @@ void print_decode_usage(bool to_stderr)
         "offset, ULPDU_Length, CRC verdict, markers, DDP and RDMAP fields.  Stops at\n"
         "the first malformation and prints the Terminate code it implies.\n"
         "\n"
+        "A pcap or pcapng file (a live capture, or one IWEMU_CAPTURE wrote) is\n"
+        "read as such: both directions of each chosen TCP connection are put back\n"
+        "together and decoded, CRC and markers as the startup frames negotiated.\n"
+        "\n"
         "options:\n"
         "  --crc on|off       CRC present and checked in FPDUs (default: the C bit of\n"
         "                     the startup frame seen; on with --start fpdu)\n"
@@ -77,6 +143,9 @@ void print_decode_usage(bool to_stderr)
         "  --offset N         stream offset of the first FPDU octet relative to\n"
         "                     SeqStart (marker phase; default 0)\n"
         "  --rfc7306 on|off   accept RFC 7306 opcodes 0x8-0xB (default on)\n"
+        "  --qp N             capture: the connection of QP N (IWEMU_CAPTURE notes\n"
+        "                     each QP's number on its packets)\n"
+        "  --ports P[,P2]     capture: the connections with port P (and P2)\n"
         "  -h, --help         this text\n"
         "\n"
         "exit status: 0 whole stream decoded, 2 malformed or truncated stream,\n"
@@ -87,6 +156,7 @@ void print_decode_usage(bool to_stderr)
 int decode_command(int argc, char** argv)
 {
     DecodeOptions options;
+    ConnectionChoice choice;
     const char* path = nullptr;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
@@ -136,6 +206,26 @@ int decode_command(int argc, char** argv)
                 std::fputs("iwemu decode: --offset takes a number 0..4294967295\n", stderr);
                 return exit_usage;
             }
+        } else if (a == "--qp") {
+            uint32_t q;
+            if (!value(v) || !parse_u32(v, q)) {
+                std::fputs("iwemu decode: --qp takes a QP number\n", stderr);
+                return exit_usage;
+            }
+            choice.qpn = q;
+        } else if (a == "--ports") {
+            if (!value(v))
+                return exit_usage;
+            while (!v.empty()) {
+                const size_t comma = v.find(',');
+                uint32_t p;
+                if (!parse_u32(v.substr(0, comma), p) || p == 0 || p > 65535) {
+                    std::fputs("iwemu decode: --ports takes one or two port numbers, comma-separated\n", stderr);
+                    return exit_usage;
+                }
+                choice.ports.push_back(static_cast<uint16_t>(p));
+                v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
+            }
         } else if (a.size() > 1 && a[0] == '-') {
             std::fprintf(stderr, "iwemu decode: unknown option %s\n", argv[i]);
             print_decode_usage(true);
@@ -164,6 +254,15 @@ int decode_command(int argc, char** argv)
         std::fclose(f);
     if (!ok) {
         std::fprintf(stderr, "iwemu decode: %s: read error\n", path);
+        return exit_usage;
+    }
+    if (is_capture_file(data)) {
+        const int rc = decode_capture(data, choice, options, options.crc.has_value());
+        std::fflush(stdout);
+        return rc;
+    }
+    if (choice.qpn || !choice.ports.empty()) {
+        std::fputs("iwemu decode: --qp and --ports apply to a pcap or pcapng file\n", stderr);
         return exit_usage;
     }
     const int rc = decode_stream(data, options, stdout);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "emulator/capture/stream_capture.h"
 #include "emulator/cm/mpa_negotiation.h"
 #include "emulator/cm/startup_state.h"
 #include "emulator/cm/tcp_socket.h"
@@ -487,6 +488,7 @@ void ConnectionManager::Loop::accept_ready_locked(Listener& l)
         if (l.half_open >= half_open_cap())
             make_room_locked(l);
         set_nodelay(fd);
+        if (capture::on()) capture::begin(fd, false);
         auto c = std::make_unique<Connection>();
         c->id = next_id_++;
         c->listener = l.id;
@@ -636,6 +638,7 @@ void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t ev
             return;
         local_address(c.fd, &c.local);
         peer_address(c.fd, &c.peer);
+        if (capture::on()) capture::begin(c.fd, true);
         set_state_locked(c, StartupState::sending_request);
         send_locked(c);
         return;
@@ -696,7 +699,8 @@ bool ConnectionManager::Loop::encode_frame_locked(Connection& c, const wire::Mpa
 void ConnectionManager::Loop::send_locked(Connection& c)
 {
     while (c.tx_off < c.tx_len) {
-        const ssize_t n = ::send(c.fd, c.buf->tx.data() + c.tx_off, c.tx_len - c.tx_off, MSG_NOSIGNAL);
+        const ssize_t n = capture::on() ? capture::send(c.fd, c.buf->tx.data() + c.tx_off, c.tx_len - c.tx_off, MSG_NOSIGNAL)
+                                         : ::send(c.fd, c.buf->tx.data() + c.tx_off, c.tx_len - c.tx_off, MSG_NOSIGNAL);
         if (n > 0) {
             c.tx_off += static_cast<size_t>(n);
             continue;
@@ -768,7 +772,8 @@ void ConnectionManager::Loop::receive_locked(Connection& c)
         }
         // Exactly what the frame still lacks, never more: the octets after
         // it belong to the QP (siw as Responder sends FPDUs right after its Reply).
-        const ssize_t n = ::recv(c.fd, c.buf->rx.data() + c.rx_len, r.need, 0);
+        const ssize_t n = capture::on() ? capture::recv(c.fd, c.buf->rx.data() + c.rx_len, r.need, 0, 0)
+                                         : ::recv(c.fd, c.buf->rx.data() + c.rx_len, r.need, 0);
         if (n > 0) {
             c.rx_len += static_cast<size_t>(n);
             continue;
