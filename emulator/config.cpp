@@ -195,6 +195,15 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         this->faults = std::string(value);
     }
     else if (key == "capture_files") ok = parse_u32(value, 1, 1000, &capture.files);
+    else if (key == "rdma_link") {
+        // "NAME NETDEV": a device added by `rdma link add` (kmod-shim/rdma_links.h).
+        const size_t sp = value.find_first_of(" \t");
+        const std::string_view name = value.substr(0, sp);
+        const std::string_view dev = sp == std::string_view::npos ? std::string_view{} : trim(value.substr(sp));
+        ok = !name.empty() && name.size() < 64 && name.find('/') == std::string_view::npos && name[0] != '.' &&
+             !dev.empty() && dev.size() < IFNAMSIZ && dev.find_first_of("/ \t") == std::string_view::npos;
+        if (ok) rdma_links.emplace_back(std::string(name), std::string(dev));
+    }
     else if (key == "log") {
         if (value == "error") log_level = LogLevel::error;
         else if (value == "warn") log_level = LogLevel::warn;
@@ -235,16 +244,19 @@ int parse_config_text(std::string_view text, Config& cfg, std::string* report)
     return errors;
 }
 
+std::string user_config_path()
+{
+    if (const char* p = std::getenv("IWEMU_CONFIG"); p && *p) return p;
+    if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.config/iwemu.conf";
+    return "";
+}
+
 Config load_config()
 {
     Config cfg;
-    std::string path;
-    if (const char* p = std::getenv("IWEMU_CONFIG"); p && *p) {
-        path = p;
-    } else if (const char* home = std::getenv("HOME"); home && *home) {
-        std::string candidate = std::string(home) + "/.config/iwemu.conf";
-        if (std::ifstream(candidate).good()) path = candidate;
-    }
+    std::string path = user_config_path();
+    if (!std::getenv("IWEMU_CONFIG") || !*std::getenv("IWEMU_CONFIG"))
+        if (!path.empty() && !std::ifstream(path).good()) path.clear();
     if (!path.empty()) {
         std::ifstream in(path);
         if (!in) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "emulator/capture/stream_capture.h"
 #include "emulator/connection_params.h"
@@ -94,6 +96,9 @@ struct Config {
     // events; port_monitor.h).  Empty: the first non-loopback interface up
     // and running at start, else the loopback interface.
     std::string netdev;
+    // rdma_link (repeatable, no variable): "NAME NETDEV", a device beyond
+    // iwemu0 bound to that interface's addresses; written by `rdma link add`.
+    std::vector<std::pair<std::string, std::string>> rdma_links;
     LogLevel log_level = LogLevel::warn;  // IWEMU_LOG: error|warn|info|debug
     // IWEMU_CAPTURE (path, %p = pid), IWEMU_CAPTURE_SNAPLEN,
     // IWEMU_CAPTURE_PAYLOAD, IWEMU_CAPTURE_MAX_SIZE, IWEMU_CAPTURE_FILES:
@@ -113,6 +118,10 @@ struct Config {
     // Returns false and sets error on an unknown key or a bad value.
     bool set(std::string_view key, std::string_view value, std::string* error);
 };
+
+// The file load_config() reads: $IWEMU_CONFIG, else ~/.config/iwemu.conf
+// (which may not exist yet); "" without HOME.
+std::string user_config_path();
 
 // Defaults ← IWEMU_CONFIG file (or ~/.config/iwemu.conf if it exists) ← IWEMU_* env.
 // Bad entries are reported on stderr and ignored (a typo never kills the app).

@@ -24,6 +24,12 @@
 
 namespace iwemu {
 
+namespace {
+std::atomic<Emulator*> g_instance{nullptr};
+}
+
+Emulator* Emulator::existing() { return g_instance.load(std::memory_order_acquire); }
+
 Emulator& Emulator::instance()
 {
     // Constructed on first use and never freed: at exit close_at_exit()
@@ -37,6 +43,7 @@ Emulator& Emulator::instance()
         auto* e = new Emulator(load_config());
         std::atexit([] { Emulator::instance().close_at_exit(); });
         pthread_atfork(nullptr, nullptr, [] { Emulator::instance().forget_after_fork(); });
+        g_instance.store(e, std::memory_order_release);
         return e;
     }();
     return *emu;
@@ -285,6 +292,7 @@ int Emulator::create_cq(uint32_t cqe, CompletionQueue** out)
     if (cqs_.size() >= limits::max_cq) return ENOMEM;
     auto cq = std::make_unique<CompletionQueue>(*this, cqe);
     *out = cq.get();
+    cq_numbers_[cq.get()] = next_cqn_++;
     cqs_.emplace(cq.get(), std::move(cq));
     return 0;
 }
@@ -296,6 +304,7 @@ int Emulator::destroy_cq(CompletionQueue* cq)
     if (it == cqs_.end()) return EINVAL;
     for (auto& [n, qp] : qps_)
         if (qp->init_attr().send_cq == cq || qp->init_attr().recv_cq == cq) return EBUSY;
+    cq_numbers_.erase(cq);
     cqs_.erase(it);
     return 0;
 }

@@ -33,6 +33,7 @@
 #include "emulator/device.h"
 #include "emulator/pd.h"
 #include "emulator/qp.h"
+#include "emulator/resource_snapshot.h"
 #include "emulator/srq.h"
 #include "emulator/stag_table.h"
 #include "emulator/verbs_types.h"
@@ -47,6 +48,8 @@ class Emulator {
 public:
     // The process-wide instance (thread-safe lazy construction).
     static Emulator& instance();
+    // That instance if some verbs call created it, else nullptr (never creates it).
+    static Emulator* existing();
 
     // A private instance (tests: two endpoints in one process with different
     // settings).  Normal users take instance().
@@ -102,6 +105,8 @@ public:
     QpEndpoint& qp_endpoint() { return *qp_endpoint_; }
     void post_async_event(const AsyncEvent& ev);
     uint32_t live_qps() const;
+    // A copy of the live objects (resource_snapshot.h): RDMA netlink's view.
+    ResourceSnapshot snapshot();
     // Data-path verbs calls (poll_cq, post_send, post_recv) change this
     // number: the engine's busy_poll = auto sees whether the application
     // is in a verbs loop.  Racy increments are fine: any change counts.
@@ -157,6 +162,8 @@ private:
     std::mutex objects_lock_;
     std::unordered_map<uint32_t, std::unique_ptr<ProtectionDomain>> pds_;
     std::unordered_map<CompletionQueue*, std::unique_ptr<CompletionQueue>> cqs_;
+    std::unordered_map<const CompletionQueue*, uint32_t> cq_numbers_;  // netlink's cqn, creation order
+    uint32_t next_cqn_ = 1;
     std::unordered_map<SharedReceiveQueue*, std::unique_ptr<SharedReceiveQueue>> srqs_;
     std::unordered_map<uint32_t, std::shared_ptr<QueuePair>> qps_;
     uint32_t next_pd_ = 1;

@@ -106,6 +106,15 @@ public:
 
     uint32_t registered() const { return live_.load(std::memory_order_relaxed); }
 
+    // The valid regions, in index order (resource_snapshot.cpp; not the data path).
+    template <typename F>
+    void for_each_valid(F&& f)
+    {
+        std::lock_guard<std::mutex> g(alloc_lock_);
+        for (uint32_t i = 1; i < next_fresh_; ++i)
+            if (const MemoryRegion* mr = slot(i); mr && mr->valid()) f(*mr);
+    }
+
 private:
     MemoryRegion* slot(uint32_t index) const;
 

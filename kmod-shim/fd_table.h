@@ -13,6 +13,7 @@ enum class FdKind : uint8_t {
     uverbs_cmd,    // an open /dev/infiniband/uverbsN (libibverbs' cmd_fd)
     comp_channel,  // the read end of a completion channel handed out by CREATE_COMP_CHANNEL
     ucma,          // an open /dev/infiniband/rdma_cm (served by ucma_device.h)
+    rdma_netlink,  // a NETLINK_RDMA socket (rdma_netlink_socket.h)
 };
 
 struct FdEntry {

@@ -176,7 +176,7 @@ int main(int argc, char** argv)
 
     std::string error;
     std::string sysfs = iwemu::shim::default_sysfs_root(&error);
-    if (sysfs.empty() || !(error = iwemu::shim::sysfs_tree_sync(sysfs, iwemu::shim::default_devices(iwemu::choose_port_netdev(iwemu::load_config().netdev).name))).empty()) {
+    if (sysfs.empty() || !(error = iwemu::shim::sysfs_tree_sync(sysfs, iwemu::shim::configured_devices(iwemu::load_config()))).empty()) {
         std::fprintf(stderr, "iwemu-run: cannot prepare the sysfs tree: %s\n", error.c_str());
         return 1;
     }

@@ -22,6 +22,7 @@
 #include "kmod-shim/dev_nodes.h"
 #include "kmod-shim/fd_table.h"
 #include "kmod-shim/provider_loader.h"
+#include "kmod-shim/rdma_netlink_socket.h"
 #include "kmod-shim/sysfs_redirect.h"
 #include "kmod-shim/ucma_device.h"
 #include "kmod-shim/uverbs_commands.h"
@@ -86,6 +87,17 @@ DECLARE_REAL(write, ssize_t, int, const void*, size_t);
 DECLARE_REAL(ioctl, int, int, unsigned long, ...);
 DECLARE_REAL(close, int, int);
 DECLARE_REAL(read, ssize_t, int, void*, size_t);
+DECLARE_REAL(bind, int, int, const struct sockaddr*, socklen_t);
+DECLARE_REAL(connect, int, int, const struct sockaddr*, socklen_t);
+DECLARE_REAL(getsockname, int, int, struct sockaddr*, socklen_t*);
+DECLARE_REAL(setsockopt, int, int, int, int, const void*, socklen_t);
+DECLARE_REAL(getsockopt, int, int, int, int, void*, socklen_t*);
+DECLARE_REAL(send, ssize_t, int, const void*, size_t, int);
+DECLARE_REAL(sendto, ssize_t, int, const void*, size_t, int, const struct sockaddr*, socklen_t);
+DECLARE_REAL(sendmsg, ssize_t, int, const struct msghdr*, int);
+DECLARE_REAL(recv, ssize_t, int, void*, size_t, int);
+DECLARE_REAL(recvfrom, ssize_t, int, void*, size_t, int, struct sockaddr*, socklen_t*);
+DECLARE_REAL(recvmsg, ssize_t, int, struct msghdr*, int);
 DECLARE_REAL(dup2, int, int, int);
 DECLARE_REAL(dup3, int, int, int, int);
 DECLARE_REAL(opendir, DIR*, const char*);
@@ -197,6 +209,9 @@ void release_fd(int fd)
         fd_table_clear(fd);
         if (has_ucma()) ucma_close(fd);
         return;
+    case FdKind::rdma_netlink:
+        rdma_netlink_close(fd);
+        return;
     }
 }
 
@@ -220,16 +235,107 @@ extern "C" {
 int socket(int domain, int type, int protocol)
 {
     if (domain == AF_NETLINK && protocol == NETLINK_RDMA) {
-        // Discovery is starting: register the provider first, then make
-        // libibverbs/librdmacm fall back to SYSFS_PATH even on kernels
-        // that have ib_core (kernel-surface.md §1.1 item 2, §6.2 item 1).
+        // Discovery is starting: register the provider first.  Then the
+        // socket is answered in-process (rdma_netlink_socket.h), never by
+        // the kernel's ib_core, whose devices are not ours; with
+        // IWEMU_NETLINK=off it is refused and libibverbs/librdmacm fall back
+        // to SYSFS_PATH (kernel-surface.md §1.1 item 2, §6.2 item 1).
         guarded([] {
             ensure_provider_loaded();
             return 0;
         });
-        return fail(EPROTONOSUPPORT);
+        if (!rdma_netlink_enabled()) return fail(EPROTONOSUPPORT);
+        return guarded([type] { return rdma_netlink_socket(type); });
     }
     return REAL(socket)(domain, type, protocol);
+}
+
+// The NETLINK_RDMA socket's calls (rdma_netlink_socket.h); every other
+// socket goes straight to libc after one fd table read.
+#define IS_RDMA_NETLINK(fd) (fd_table_get(fd).kind == FdKind::rdma_netlink)
+
+int bind(int fd, const struct sockaddr* addr, socklen_t len)
+{
+    if (IS_RDMA_NETLINK(fd)) return guarded([&] { return rdma_netlink_bind(fd, addr, len); });
+    return REAL(bind)(fd, addr, len);
+}
+
+int connect(int fd, const struct sockaddr* addr, socklen_t len)
+{
+    if (IS_RDMA_NETLINK(fd)) return 0;  // the only peer is the kernel
+    return REAL(connect)(fd, addr, len);
+}
+
+int getsockname(int fd, struct sockaddr* addr, socklen_t* len)
+{
+    if (IS_RDMA_NETLINK(fd)) return guarded([&] { return rdma_netlink_getsockname(fd, addr, len); });
+    return REAL(getsockname)(fd, addr, len);
+}
+
+int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
+{
+    if (IS_RDMA_NETLINK(fd)) {
+        bool handled = false;
+        int r = rdma_netlink_setsockopt(fd, level, name, value, len, &handled);
+        if (handled) return r;
+    }
+    return REAL(setsockopt)(fd, level, name, value, len);
+}
+
+int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
+{
+    if (IS_RDMA_NETLINK(fd)) {
+        bool handled = false;
+        int r = rdma_netlink_getsockopt(fd, level, name, value, len, &handled);
+        if (handled) return r;
+    }
+    return REAL(getsockopt)(fd, level, name, value, len);
+}
+
+ssize_t sendmsg(int fd, const struct msghdr* msg, int flags)
+{
+    if (IS_RDMA_NETLINK(fd)) return guarded([&]() -> ssize_t { return rdma_netlink_sendmsg(fd, msg); });
+    return REAL(sendmsg)(fd, msg, flags);
+}
+
+ssize_t sendto(int fd, const void* buf, size_t len, int flags, const struct sockaddr* to, socklen_t to_len)
+{
+    if (IS_RDMA_NETLINK(fd)) {
+        iovec iov{const_cast<void*>(buf), len};
+        msghdr msg{const_cast<sockaddr*>(to), to ? to_len : 0, &iov, 1, nullptr, 0, 0};
+        return guarded([&]() -> ssize_t { return rdma_netlink_sendmsg(fd, &msg); });
+    }
+    return REAL(sendto)(fd, buf, len, flags, to, to_len);
+}
+
+ssize_t send(int fd, const void* buf, size_t len, int flags)
+{
+    if (IS_RDMA_NETLINK(fd)) return sendto(fd, buf, len, flags, nullptr, 0);
+    return REAL(send)(fd, buf, len, flags);
+}
+
+ssize_t recvmsg(int fd, struct msghdr* msg, int flags)
+{
+    if (IS_RDMA_NETLINK(fd)) return guarded([&]() -> ssize_t { return rdma_netlink_recvmsg(fd, msg, flags, REAL(recvmsg)); });
+    return REAL(recvmsg)(fd, msg, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t len, int flags, struct sockaddr* from, socklen_t* from_len)
+{
+    if (IS_RDMA_NETLINK(fd)) {
+        iovec iov{buf, len};
+        msghdr msg{from, from && from_len ? *from_len : 0, &iov, 1, nullptr, 0, 0};
+        ssize_t n = guarded([&]() -> ssize_t { return rdma_netlink_recvmsg(fd, &msg, flags, REAL(recvmsg)); });
+        if (n >= 0 && from && from_len) *from_len = msg.msg_namelen;
+        return n;
+    }
+    return REAL(recvfrom)(fd, buf, len, flags, from, from_len);
+}
+
+ssize_t recv(int fd, void* buf, size_t len, int flags)
+{
+    if (IS_RDMA_NETLINK(fd)) return recvfrom(fd, buf, len, flags, nullptr, nullptr);
+    return REAL(recv)(fd, buf, len, flags);
 }
 
 // A /sys/class/infiniband* path becomes the generated tree's (sysfs_redirect.h).
@@ -444,8 +550,10 @@ ssize_t llistxattr(const char* path, char* list, size_t size)
 
 ssize_t read(int fd, void* buf, size_t len)
 {
-    if (fd_table_get(fd).kind == FdKind::comp_channel)
+    FdKind kind = fd_table_get(fd).kind;
+    if (kind == FdKind::comp_channel)
         return guarded([&] { return comp_channel_read(fd, buf, len, REAL(read)); });
+    if (kind == FdKind::rdma_netlink) return recv(fd, buf, len, 0);
     return REAL(read)(fd, buf, len);
 }
 
@@ -454,6 +562,7 @@ ssize_t write(int fd, const void* buf, size_t len)
     FdEntry e = fd_table_get(fd);
     if (e.kind == FdKind::uverbs_cmd) return guarded([&] { return uverbs_write(fd, buf, len); });
     if (e.kind == FdKind::ucma && has_ucma()) return guarded([&] { return ucma_write(fd, buf, len); });
+    if (e.kind == FdKind::rdma_netlink) return send(fd, buf, len, 0);
     return REAL(write)(fd, buf, len);
 }
 

@@ -35,7 +35,7 @@ __attribute__((constructor)) void iwemu_shim_init()
     if (sysfs && *sysfs) return;
     std::string error;
     std::string root = iwemu::shim::default_sysfs_root(&error);
-    if (root.empty() || !(error = iwemu::shim::sysfs_tree_sync(root, iwemu::shim::default_devices(iwemu::choose_port_netdev(iwemu::load_config().netdev).name))).empty()) {
+    if (root.empty() || !(error = iwemu::shim::sysfs_tree_sync(root, iwemu::shim::configured_devices(iwemu::load_config()))).empty()) {
         std::fprintf(stderr, "iwemu: cannot prepare the sysfs tree: %s\n", error.c_str());
         return;
     }

@@ -1,6 +1,9 @@
 #include "kmod-shim/sysfs_tree.h"
 
+#include "emulator/config.h"
 #include "emulator/device.h"
+#include "emulator/port_netdev.h"
+#include <ftw.h>
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -128,15 +131,13 @@ std::string format_gid(const Gid& gid)
     return out;
 }
 
-std::vector<SysfsDevice> default_devices(const std::string& netdev)
-{
-    SysfsDevice dev;
-    dev.ibdev = "iwemu0";
-    dev.netdev = netdev;
-    dev.node_guid = kNodeGuidBase | 1;
+namespace {
 
-    // Order: IPv4 non-loopback (GID 0 is what perftest and ibv_devinfo
-    // show first), IPv6 non-loopback, then loopback addresses.
+// GIDs of the addresses of interfaces that are up (only_netdev: of that
+// interface alone).  Order: IPv4 non-loopback (GID 0 is what perftest and
+// ibv_devinfo show first), IPv6 non-loopback, then loopback addresses.
+void collect_gids(SysfsDevice& dev, const std::string& only_netdev)
+{
     struct Entry {
         Gid gid;
         std::string netdev;
@@ -146,6 +147,7 @@ std::vector<SysfsDevice> default_devices(const std::string& netdev)
     if (getifaddrs(&list) == 0) {
         for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
             if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
+            if (!only_netdev.empty() && (!ifa->ifa_name || only_netdev != ifa->ifa_name)) continue;
             Gid gid{};
             if (ifa->ifa_addr->sa_family == AF_INET)
                 gid = ipv4_mapped_gid(reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr);
@@ -167,12 +169,40 @@ std::vector<SysfsDevice> default_devices(const std::string& netdev)
                 dev.gids.push_back(e.gid);
                 dev.gid_netdevs.push_back(e.netdev);
             }
+}
+
+}  // namespace
+
+std::vector<SysfsDevice> default_devices(const std::string& netdev)
+{
+    SysfsDevice dev;
+    dev.ibdev = "iwemu0";
+    dev.netdev = netdev;
+    dev.node_guid = kNodeGuidBase | 1;
+    collect_gids(dev, "");
     if (dev.gids.empty()) {  // no IPv4 at all (isolated namespace): still a usable GID 0
         in_addr lo{htonl(INADDR_LOOPBACK)};
         dev.gids.push_back(ipv4_mapped_gid(lo));
         dev.gid_netdevs.push_back("lo");
     }
     return {dev};
+}
+
+std::vector<SysfsDevice> configured_devices(const Config& config)
+{
+    std::vector<SysfsDevice> devices = default_devices(choose_port_netdev(config.netdev).name);
+    for (const auto& [name, netdev] : config.rdma_links) {
+        bool taken = false;
+        for (const SysfsDevice& d : devices) taken |= d.ibdev == name;
+        if (taken) continue;  // a hand-edited duplicate: the first one stands
+        SysfsDevice dev;
+        dev.ibdev = name;
+        dev.netdev = netdev;
+        dev.node_guid = kNodeGuidBase | (devices.size() + 1);
+        collect_gids(dev, netdev);  // an interface without addresses: an empty GID table, as siw's
+        devices.push_back(std::move(dev));
+    }
+    return devices;
 }
 
 namespace {
@@ -216,6 +246,38 @@ std::string per_namespace_leaf()
     struct stat st {};
     if (stat("/proc/self/ns/net", &st) != 0) return "sysfs";  // no procfs: one namespace is all we can tell
     return "sysfs-net" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+}
+
+int remove_entry(const char* path, const struct stat*, int, FTW*) { return remove(path); }
+
+void remove_tree(const std::string& path) { nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+// A device `rdma link delete` removed leaves the tree: its uverbsN (the
+// highest numbers, devices are numbered in order) and its class directory.
+void prune_removed_devices(const std::string& verbs, const std::string& ib, const std::vector<SysfsDevice>& devices)
+{
+    if (DIR* d = opendir(verbs.c_str())) {
+        std::vector<std::string> gone;
+        while (dirent* e = readdir(d)) {
+            if (std::strncmp(e->d_name, "uverbs", 6) != 0) continue;
+            char* end = nullptr;
+            unsigned long idx = std::strtoul(e->d_name + 6, &end, 10);
+            if (end != e->d_name + 6 && *end == '\0' && idx >= devices.size()) gone.push_back(e->d_name);
+        }
+        closedir(d);
+        for (const std::string& g : gone) remove_tree(verbs + "/" + g);
+    }
+    if (DIR* d = opendir(ib.c_str())) {
+        std::vector<std::string> gone;
+        while (dirent* e = readdir(d)) {
+            if (e->d_name[0] == '.') continue;
+            bool listed = false;
+            for (const SysfsDevice& dev : devices) listed |= dev.ibdev == e->d_name;
+            if (!listed) gone.push_back(e->d_name);
+        }
+        closedir(d);
+        for (const std::string& g : gone) remove_tree(ib + "/" + g);
+    }
 }
 
 }  // namespace
@@ -277,6 +339,9 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
             !make_dir(net + "/" + dev.netdev, 0755, &err))
             return err;
         prune_dirs_but(net, dev.netdev);
+        // Matches the provider's "rdma_device:*Niwemu*" pattern whatever the
+        // device is called (`rdma link add` takes any name).
+        if (!sync_file(ibdev + "/device/modalias", "rdma_device:Niwemu\n", &err)) return err;
         for (size_t g = 0; g < dev.gids.size(); ++g)
             if (!sync_file(port + "/gids/" + std::to_string(g), format_gid(dev.gids[g]) + "\n", &err)) return err;
         prune_numbered(port + "/gids", dev.gids.size());
@@ -294,6 +359,7 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
         prune_numbered(attrs + "/ndevs", dev.gids.size());
         prune_numbered(attrs + "/types", dev.gids.size());
     }
+    prune_removed_devices(verbs, ib, devices);
     return "";
 }
 

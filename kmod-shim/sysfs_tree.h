@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace iwemu {
+struct Config;
+}
+
 namespace iwemu::shim {
 
 using Gid = std::array<uint8_t, 16>;
@@ -37,6 +41,11 @@ inline constexpr size_t kMaxGids = 16;
 // addresses, loopback addresses last.
 // netdev: the interface port 1 follows (emulator/port_netdev.h).
 std::vector<SysfsDevice> default_devices(const std::string& netdev);
+
+// iwemu0 (default_devices with the configured port interface), then one
+// device per `rdma_link = NAME NETDEV` of the configuration (added by `rdma
+// link add`): GIDs of that interface's addresses only, node GUID by position.
+std::vector<SysfsDevice> configured_devices(const Config& config);
 
 // $XDG_RUNTIME_DIR/iwemu/sysfs-net<N> when that directory is ours and
 // writable, else /tmp/iwemu-<uid>/sysfs-net<N> (created 0700, ownership

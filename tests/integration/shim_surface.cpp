@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "check.h"
@@ -29,10 +30,21 @@ struct CmdHdr {
 
 int main()
 {
-    // Netlink RDMA is refused (even where the kernel has ib_core); other
-    // netlink families still work.
+    // Netlink RDMA is the shim's (never the kernel's ib_core), or refused
+    // with IWEMU_NETLINK=off; other netlink families still work.
     errno = 0;
-    CHECK(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 20 /* NETLINK_RDMA */) == -1 && errno == EPROTONOSUPPORT);
+    const char* nl_env = std::getenv("IWEMU_NETLINK");
+    if (nl_env && !std::strcmp(nl_env, "off")) {
+        CHECK(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 20 /* NETLINK_RDMA */) == -1 && errno == EPROTONOSUPPORT);
+    } else {
+        int rdma = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 20 /* NETLINK_RDMA */);
+        CHECK(rdma >= 0);
+        sockaddr_nl self{};
+        socklen_t len = sizeof self;
+        CHECK(getsockname(rdma, reinterpret_cast<sockaddr*>(&self), &len) == 0 && self.nl_family == AF_NETLINK &&
+              len == sizeof self);
+        if (rdma >= 0) close(rdma);
+    }
     int route = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     CHECK(route >= 0);
     if (route >= 0) close(route);

@@ -1,0 +1,41 @@
+// A read-only copy of the process's verbs objects, for the shim's RDMA
+// netlink answers (rdma resource show, rdma statistic show).  Taken under
+// the object lock once per netlink request; nothing on the data path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace iwemu {
+
+struct ResourceSnapshot {
+    struct Qp {
+        uint32_t qp_num;
+        uint32_t pdn;
+        uint8_t state;  // QpState (== ib_qp_state)
+    };
+    struct Cq {
+        uint32_t cqn;   // creation order, 1-based
+        uint32_t cqe;
+        uint64_t users; // QPs that complete into it
+    };
+    struct Mr {
+        uint32_t stag;  // lkey == rkey
+        uint64_t iova;
+        uint64_t length;
+        uint32_t pdn;
+    };
+    struct Pd {
+        uint32_t pdn;
+        uint64_t users; // MRs, QPs and SRQs naming it
+    };
+    std::vector<Qp> qps;
+    std::vector<Cq> cqs;
+    std::vector<Mr> mrs;
+    std::vector<Pd> pds;
+    uint32_t srqs = 0;
+    // Sums over the live QPs (QpCounters).
+    uint64_t tx_fpdus = 0, tx_bytes = 0, rx_fpdus = 0, rx_bytes = 0;
+};
+
+}  // namespace iwemu
