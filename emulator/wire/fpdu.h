@@ -49,12 +49,14 @@ struct FpduFraming {
     uint8_t rdmap_version = 1;
 };
 
-// The first two ULPDU octets (DDP control, RDMAP control) with DV and RV
-// replaced: FPDU builders write version 1; a Rev 0 connection sends 0.
+// Translate the first two ULPDU octets (DDP control, RDMAP control), written
+// by the FPDU builders with DV = RV = 1, to the connection's versions.  XOR,
+// so version 1 framing leaves the octets as given (a test's deliberately
+// wrong version stays wrong) and no branch is added per FPDU.
 inline void set_ulpdu_versions(uint8_t* ulpdu, uint8_t dv, uint8_t rv)
 {
-    ulpdu[0] = static_cast<uint8_t>((ulpdu[0] & ~0x03) | (dv & 0x03));
-    ulpdu[1] = static_cast<uint8_t>((ulpdu[1] & 0x3F) | (rv << 6));
+    ulpdu[0] = static_cast<uint8_t>(ulpdu[0] ^ ((dv ^ 1) & 0x03));
+    ulpdu[1] = static_cast<uint8_t>(ulpdu[1] ^ (((rv ^ 1) & 0x03) << 6));
 }
 
 // PAD octets after a ULPDU of `ulpdu_length` octets (RFC 5044 §4.1).
