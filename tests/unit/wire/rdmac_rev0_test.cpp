@@ -112,9 +112,8 @@ struct Collect {
 
 std::vector<uint8_t> seed_stream()
 {
-    // Figure 5 padded to the 492 octets Figure 6 assumes, as one FPDU of a
-    // 436-octet Send built the same way, then Figure 6.  Simplest honest
-    // stream: rebuild FPDU 1 with the length the seed states (492 octets).
+    // Figure 6 says the first FPDU was 492 octets: build that one (a Send
+    // like Figure 5's, 464 octets of data), then Figure 6 verbatim.
     std::vector<uint8_t> s(600);
     const std::vector<uint8_t> payload(492 - 4 - 2 - 18 - 4, 0);  // marker, length, header, CRC
     const size_t n1 = encode_fpdu(s, send_header(1), payload, 0, rdmac);
