@@ -90,6 +90,7 @@ constexpr Key keys[] = {
     {"crc", "IWEMU_CRC"},
     {"markers", "IWEMU_MARKERS"},
     {"mpa_rev", "IWEMU_MPA_REV"},
+    {"mpa_rev0", "IWEMU_MPA_REV0"},
     {"p2p", "IWEMU_P2P"},
     {"rtr", "IWEMU_RTR"},
     {"seed_rtr", "IWEMU_SEED_RTR"},
@@ -132,7 +133,12 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
     bool ok = true;
     if (key == "crc") ok = parse_bool(value, &crc);
     else if (key == "markers") ok = parse_bool(value, &markers);
-    else if (key == "mpa_rev") { ok = parse_u32(value, 1, 2, &n); if (ok) mpa_revision = static_cast<uint8_t>(n); }
+    else if (key == "mpa_rev") { ok = parse_u32(value, 0, 2, &n); if (ok) mpa_revision = static_cast<uint8_t>(n); }
+    else if (key == "mpa_rev0") {
+        if (value == "accept") mpa_rev0_accept = true;
+        else if (value == "reject") mpa_rev0_accept = false;
+        else ok = parse_bool(value, &mpa_rev0_accept);
+    }
     else if (key == "p2p") ok = parse_bool(value, &peer_to_peer);
     else if (key == "rtr") { ok = valid_rtr_list(value); if (ok) rtr_types = std::string(value); }
     else if (key == "seed_rtr") ok = parse_bool(value, &seed_rtr_frame);

@@ -32,7 +32,11 @@ struct Config {
     // MPA (RFC 5044 / 6581): what our Request/Reply asks for.
     bool crc = true;                 // IWEMU_CRC: C bit (RFC default 1); 0 only by explicit choice
     bool markers = false;            // IWEMU_MARKERS: M bit (ask the peer to send markers)
-    uint8_t mpa_revision = 2;        // IWEMU_MPA_REV: 1 or 2
+    uint8_t mpa_revision = 2;        // IWEMU_MPA_REV: 1 or 2, or 0 (RDMA Consortium, RFC 5044 App. C)
+    // IWEMU_MPA_REV0: a peer's Rev 0 (RDMA Consortium) Request or Reply is
+    // served permissively (DDP/RDMAP version 0, markers and CRC on: RFC 5044
+    // Appendix C); off = non-permissive (Rev 1 Reply with R=1, then close).
+    bool mpa_rev0_accept = true;
     bool peer_to_peer = true;        // IWEMU_P2P: RFC 6581 A bit
     // IWEMU_RTR: RTR types offered, in preference order (read, write, send).
     // Read first: its Response tells the Initiator that the peer reads its

@@ -30,6 +30,9 @@ struct ConnectionParams {
     int fd = -1;                    // connected TCP socket; ownership passes to the QP
     ConnectionRole role = ConnectionRole::initiator;
     uint8_t mpa_revision = 2;
+    // DDP DV and RDMAP RV of every FPDU both ways: 1, or 0 when MPA startup
+    // switched to RDMA Consortium (Rev 0) behaviour (RFC 5044 Appendix C).
+    uint8_t ddp_rdmap_version = 1;
     StreamFraming tx;               // what we send
     StreamFraming rx;               // what the peer sends
     RtrType rtr = RtrType::none;    // peer-to-peer: initiator sends it, responder absorbs it

@@ -390,6 +390,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         wire::FpduReceiverOptions ro;
         ro.crc = params.rx.crc;
         ro.markers = params.rx.markers;
+        ro.ddp_version = params.ddp_rdmap_version;
         rx_.reset(ro);
         rx_pos_ = rx_end_ = 0;
         rx_dead_ = false;

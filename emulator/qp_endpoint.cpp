@@ -22,6 +22,7 @@ cm::CmSettings settings_from(const Emulator& emu)
     const Config& cfg = emu.config();
     cm::CmSettings s;
     s.mpa_revision = cfg.mpa_revision;
+    s.accept_rev0 = cfg.mpa_rev0_accept;
     s.crc = cfg.crc;
     s.markers = cfg.markers;
     // Peer-to-peer is required here: either side may send first once both

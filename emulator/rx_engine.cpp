@@ -364,7 +364,7 @@ bool QueuePair::rx_on_segment_header()
     rx_target_ = RxTarget::none;
     rx_dest_count_ = 0;
     const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
-    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_})) {
+    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_, .version = params_.ddp_rdmap_version})) {
         rx_fail(*err, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }

@@ -167,7 +167,8 @@ bool QueuePair::tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<co
     if (slot_first_ + slot_count_ >= tx_slots) return false;
     TxSlot& slot = slots_[slot_first_ + slot_count_];
     const size_t used = iov_first_ + iov_count_;
-    wire::FpduFraming framing{params_.tx.crc, params_.tx.markers};
+    const wire::FpduFraming framing{params_.tx.crc, params_.tx.markers, params_.ddp_rdmap_version,
+                                    params_.ddp_rdmap_version};
     const auto st = slot.gather.build(header, payload, tx_stream_offset_, framing,
                                       std::span<iovec>(iov_.data() + used, iov_.size() - used));
     if (st == wire::FpduGather::Status::iov_too_small && slot_count_ > 0) return false;

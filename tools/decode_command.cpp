@@ -146,6 +146,9 @@ void print_decode_usage(bool to_stderr)
         "  --qp N             capture: the connection of QP N (IWEMU_CAPTURE notes\n"
         "                     each QP's number on its packets)\n"
         "  --ports P[,P2]     capture: the connections with port P (and P2)\n"
+        "  --version 0|1      DDP/RDMAP version of the FPDUs: 0 = RDMA Consortium\n"
+        "                     (default: 0 after a Rev 0 startup frame, with markers;\n"
+        "                     give it with --start fpdu for a Rev 0 stream)\n"
         "  -h, --help         this text\n"
         "\n"
         "exit status: 0 whole stream decoded, 2 malformed or truncated stream,\n"
@@ -187,6 +190,12 @@ int decode_command(int argc, char** argv)
         } else if (a == "--markers") {
             if (!on_off(options.markers))
                 return exit_usage;
+        } else if (a == "--version") {
+            if (!value(v) || (v != "0" && v != "1")) {
+                std::fprintf(stderr, "iwemu decode: --version takes 0 or 1\n");
+                return exit_usage;
+            }
+            options.version = static_cast<uint8_t>(v[0] - '0');
         } else if (a == "--rfc7306") {
             if (!on_off(options.rfc7306))
                 return exit_usage;

@@ -45,7 +45,8 @@ public:
         header_ = wire::decode_ddp_header(ddp_header);
         ulpdu_length_ = ulpdu_length;
         if (header_)
-            rejected_ = wire::validate_rdmap_segment(*header_, ulpdu_length, {.rfc7306 = options_.rfc7306});
+            rejected_ = wire::validate_rdmap_segment(*header_, ulpdu_length, {.rfc7306 = options_.rfc7306,
+                                                                           .version = options_.version.value_or(1)});
     }
 
     void on_payload(std::span<const uint8_t> fragment, uint32_t payload_offset)
@@ -198,9 +199,11 @@ int decode_stream(std::span<const uint8_t> stream, const DecodeOptions& options,
     size_t pos = 0;
     size_t frames = 0;
     bool crc = options.crc.value_or(true);
+    DecodeOptions eff = options;  // with what the startup frame implies
+    eff.version = options.version.value_or(1);
 
     if (options.start == StreamStart::mpa) {
-        const wire::MpaParseResult first = wire::parse_mpa_frame(stream, std::nullopt, true);
+        const wire::MpaParseResult first = wire::parse_mpa_frame(stream, std::nullopt, true, /*accept_rev0=*/true);
         if (first.status != wire::MpaParseStatus::complete) {
             const auto what = wire::to_string(first.status);
             put_line(out,
@@ -213,6 +216,11 @@ int decode_stream(std::span<const uint8_t> stream, const DecodeOptions& options,
         ++frames;
         pos = first.frame_size;
         crc = options.crc.value_or(first.frame.crc);
+        if (first.frame.rev == 0 && !options.version) {  // RFC 5044 Appendix C
+            eff.version = 0;
+            eff.markers = true;
+            crc = options.crc.value_or(true);
+        }
 
         if (first.frame.type == wire::MpaFrameType::reply && first.frame.reject) {
             if (pos == stream.size()) {
@@ -241,15 +249,17 @@ int decode_stream(std::span<const uint8_t> stream, const DecodeOptions& options,
         }
     }
 
-    put_line(out, strprintf("full-operation at=%zu seq=%u crc=%s markers=%s rfc7306=%s", pos, options.offset,
-                            on_off(crc), on_off(options.markers), on_off(options.rfc7306)));
+    put_line(out, strprintf("full-operation at=%zu seq=%u crc=%s markers=%s rfc7306=%s%s", pos, options.offset,
+                            on_off(crc), on_off(eff.markers), on_off(options.rfc7306),
+                            *eff.version == 0 ? " version=0" : ""));
 
     wire::FpduReceiverOptions rx_options;
     rx_options.crc = crc;
-    rx_options.markers = options.markers;
+    rx_options.markers = eff.markers;
+    rx_options.ddp_version = *eff.version;
     rx_options.initial_stream_offset = options.offset;
     wire::FpduReceiver rx(rx_options);
-    FpduPrinter printer(stream, pos, options, crc, rx, out);
+    FpduPrinter printer(stream, pos, eff, crc, rx, out);
     rx.feed(stream.subspan(pos), printer);
     printer.finish();
     if (printer.failed())

@@ -23,6 +23,10 @@ struct DecodeOptions {
     bool markers = false;   // markers present in this direction
     uint32_t offset = 0;    // stream offset of the first FPDU-phase octet, relative to SeqStart
     bool rfc7306 = true;    // accept the RFC 7306 opcodes
+    // DDP/RDMAP version of the FPDUs: 1, or 0 (RDMA Consortium, RFC 5044
+    // Appendix C).  nullopt: 0 after a Rev 0 startup frame (markers then on
+    // too: Rev 0 runs with markers both ways), else 1.
+    std::optional<uint8_t> version;
 };
 
 // Exit statuses of the decode subcommand.

@@ -48,7 +48,15 @@ struct CmSettings {
     // Rev sent as Initiator (2 = RFC 6581 enhanced, 1 = RFC 5044); as Responder
     // the highest revision accepted (a Rev 2 Request to a Rev-1-only responder
     // is closed, RFC 6581 §10).
+    // 0: behave as an "upgraded RDMAC RNIC" (RFC 5044 Appendix C): Rev 0
+    // Request/Reply with M=1 C=1, then DDP/RDMAP version 0, markers and CRC
+    // both ways; as Responder every Request gets a Rev 0 Reply.
     uint8_t mpa_revision = 2;
+    // Permissive (RFC 5044 Appendix C): a Rev 0 Request is accepted with a
+    // Rev 0 Reply, a Rev 0 Reply to our Request is followed, both switching
+    // the connection to version 0 with markers and CRC.  false: a Rev 0
+    // Request gets a Rev 1 Reply with R=1 and is closed; a Rev 0 Reply closes.
+    bool accept_rev0 = true;
     // C bit we send.  false only when an administrator asked for no CRC
     // (RFC 5044 §4.4); a peer's C=1 is always honoured (CRC both ways).
     bool crc = true;

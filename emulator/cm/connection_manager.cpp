@@ -760,7 +760,8 @@ void ConnectionManager::Loop::receive_locked(Connection& c)
                                         : c.state == StartupState::awaiting_request ? wire::MpaFrameType::request
                                                                                     : wire::MpaFrameType::rtr;
     for (;;) {
-        const wire::MpaParseResult r = wire::parse_mpa_frame({c.buf->rx.data(), c.rx_len}, expected);
+        const wire::MpaParseResult r = wire::parse_mpa_frame({c.buf->rx.data(), c.rx_len}, expected, false,
+                                                              /*accept_rev0=*/true);  // judged in mpa_negotiation
         if (r.status == wire::MpaParseStatus::complete) {
             frame_received_locked(c, r);
             return;
@@ -925,9 +926,9 @@ void ConnectionManager::Loop::hand_off_locked(Connection& c)
         char peer[64];
         const ConnectionParams& p = c.params;
         log_message(LogLevel::debug,
-                    "cm: %s %s: MPA rev %u, CRC tx/rx %d/%d, markers tx/rx %d/%d, RTR %s, IRD %u ORD %u, MULPDU %u",
+                    "cm: %s %s: MPA rev %u, DDP/RDMAP v%u, CRC tx/rx %d/%d, markers tx/rx %d/%d, RTR %s, IRD %u ORD %u, MULPDU %u",
                     c.active ? "connected to" : "accepted", format_address(c.peer, peer, sizeof(peer)),
-                    p.mpa_revision, p.tx.crc, p.rx.crc, p.tx.markers, p.rx.markers, rtr_name(p.rtr),
+                    p.mpa_revision, p.ddp_rdmap_version, p.tx.crc, p.rx.crc, p.tx.markers, p.rx.markers, rtr_name(p.rtr),
                     p.ird, p.ord, p.mulpdu);
     }
     Action a;

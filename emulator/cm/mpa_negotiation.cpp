@@ -64,6 +64,13 @@ wire::MpaFrame make_request(const CmSettings& settings, uint16_t ird, uint16_t o
         f.s = true;
         return f;
     }
+    if (settings.mpa_revision == 0) {
+        // RFC 5044 Appendix C: an RDMAC RNIC runs with markers and CRC on.
+        f.rev = 0;
+        f.marker = true;
+        f.crc = true;
+        return f;
+    }
     f.rev = settings.mpa_revision >= 2 ? 2 : 1;
     if (f.rev == 2) {
         wire::MpaEnhancedData ed;
@@ -80,6 +87,23 @@ wire::MpaFrame make_request(const CmSettings& settings, uint16_t ird, uint16_t o
 RequestAssessment assess_request(const CmSettings& settings, const wire::MpaFrame& request)
 {
     RequestAssessment a;
+    if (request.rev == 0 || settings.mpa_revision == 0) {
+        // RFC 5044 Appendix C.  An upgraded RDMAC Responder (mpa_revision 0)
+        // answers every Request with Rev 0, which a permissive Initiator follows.
+        a.crc = true;
+        if (settings.mpa_revision == 0 || settings.accept_rev0) {
+            a.rdmac = true;
+            a.reply_revision = 0;
+            a.request_markers = true;
+            return a;
+        }
+        // Non-permissive: a Rev 1 Reply refusing the connection (MPA-057).
+        a.verdict = RequestAssessment::Verdict::reject;
+        a.reason = "MPA Rev 0 (RDMA Consortium) peer refused (mpa_rev0 off)";
+        a.reply_revision = 1;
+        a.request_markers = request.marker;
+        return a;
+    }
     if (request.rev > settings.mpa_revision) {
         a.verdict = RequestAssessment::Verdict::close;
         a.reason = "MPA revision above the configured one";
@@ -124,6 +148,7 @@ AcceptPlan plan_accept(const CmSettings& settings, const RequestAssessment& requ
     r.crc = request.crc;
     r.rev = request.reply_revision;
     r.s = request.seed002_rtr;  // enhanced data sets S itself
+    if (request.rdmac) r.marker = true;  // Appendix C: markers both ways
 
     uint16_t ird = std::min(clamp14(local_ird), settings.max_ird);
     uint16_t ord = std::min(clamp14(local_ord), settings.max_ord);
@@ -152,6 +177,11 @@ AcceptPlan plan_accept(const CmSettings& settings, const RequestAssessment& requ
     c.tx = {request.crc, request.request_markers};
     c.rx = {request.crc, settings.markers};
     c.rtr = request.rtr;
+    if (request.rdmac) {
+        c.ddp_rdmap_version = 0;
+        c.tx = {true, true};
+        c.rx = {true, true};
+    }
     c.ird = ird;
     c.ord = ord;
     return p;
@@ -183,6 +213,19 @@ ReplyOutcome evaluate_reply(const CmSettings& settings, const wire::MpaFrame& re
                             const wire::MpaFrame& reply, uint16_t local_ird, uint16_t local_ord)
 {
     ReplyOutcome o;
+    const bool rdmac = reply.rev == 0;
+    if (rdmac && request.rev != 0 && !settings.accept_rev0 && !reply.reject) {
+        o.verdict = ReplyOutcome::Verdict::close;  // non-permissive (MPA-057)
+        o.reason = "MPA Rev 0 (RDMA Consortium) Reply refused (mpa_rev0 off)";
+        o.error = wire::TerminateCode{wire::TerminateLayer::llp, wire::etype::llp_mpa,
+                                      wire::ecode::mpa_invalid_request_or_reply};
+        return o;
+    }
+    if (reply.reject && request.rev == 0) {  // a non-permissive Responder's Rev 1 refusal
+        o.verdict = ReplyOutcome::Verdict::rejected;
+        o.reason = "Rev 0 Request refused by the Responder";
+        return o;
+    }
     if (reply.rev > request.rev) {
         o.verdict = ReplyOutcome::Verdict::close;
         o.reason = "Reply revision above the Request's";
@@ -202,6 +245,11 @@ ReplyOutcome evaluate_reply(const CmSettings& settings, const wire::MpaFrame& re
     c.mpa_revision = reply.rev;
     c.tx = {crc, reply.marker};   // Reply M: markers in what we send
     c.rx = {crc, request.marker};
+    if (rdmac) {  // RFC 5044 Appendix C: version 0, markers and CRC both ways
+        c.ddp_rdmap_version = 0;
+        c.tx = {true, true};
+        c.rx = {true, true};
+    }
     uint16_t ird = std::min(clamp14(local_ird), settings.max_ird);
     uint16_t ord = std::min(clamp14(local_ord), settings.max_ord);
 

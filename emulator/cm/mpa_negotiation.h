@@ -9,8 +9,13 @@
 //   Initiator does.  Per direction.
 // - Revision: a Rev 2 Request with S=1 gets an enhanced Rev 2 Reply; Rev 1
 //   (or Rev 2 with S=0, decision 13) gets a plain Rev 1 Reply.  A revision
-//   above CmSettings::mpa_revision is refused (closed, RFC 6581 §10); Rev 0
-//   never parses (non-permissive, decision 4).
+//   above CmSettings::mpa_revision is refused (closed, RFC 6581 §10).
+// - Rev 0 (RDMA Consortium, RFC 5044 Appendix C, MPA-057): permissive by
+//   default (CmSettings::accept_rev0): a Rev 0 Request gets a Rev 0 Reply, a
+//   Rev 0 Reply is followed, and the connection runs DDP/RDMAP version 0
+//   with markers and CRC both ways.  Non-permissive: Rev 1 Reply with R=1
+//   (then close), and a Rev 0 Reply closes.  With mpa_revision 0 this end
+//   is the "upgraded RDMAC RNIC": Rev 0 Request, Rev 0 Reply to anything.
 // - RTR: among the types both ends allow, the first in RtrTypes::preference
 //   (default C Write, D Read, B Send: decision 8).  The Responder flags exactly the chosen one; with no
 //   common type it rejects (R=1, its supported types flagged, decision 13).
@@ -62,6 +67,7 @@ struct RequestAssessment {
     Verdict verdict = Verdict::offer_to_ulp;
     std::string_view reason;      // for reject / close
     uint8_t reply_revision = 1;
+    bool rdmac = false;           // Rev 0 connection: version 0, markers and CRC both ways
     bool enhanced = false;        // Reply carries RFC 6581 enhanced data
     bool peer_to_peer = false;    // A=1 requested (RFC 6581)
     bool seed002_rtr = false;     // seed-002: Reply S=1, then wait for the Rtr frame

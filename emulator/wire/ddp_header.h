@@ -79,9 +79,10 @@ size_t encode_ddp_header(const DdpHeader& header, std::span<uint8_t> out);
 
 // RFC 5041 §4.1, §7.2: DV ≠ 1 is "Invalid DDP version", reported in the
 // error type of the segment's own model: 1/1/04 tagged, 1/2/06 untagged.
-constexpr std::optional<TerminateCode> check_ddp_version(const DdpControl& control)
+constexpr std::optional<TerminateCode> check_ddp_version(const DdpControl& control,
+                                                        uint8_t expected = ddp_version)
 {
-    if (control.dv == ddp_version)
+    if (control.dv == expected)
         return std::nullopt;
     if (control.tagged)
         return TerminateCode{TerminateLayer::ddp, etype::ddp_tagged_buffer, ecode::ddp_tagged_invalid_ddp_version};

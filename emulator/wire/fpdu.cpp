@@ -67,6 +67,7 @@ FpduGather::Status FpduGather::build(std::span<const uint8_t> header,
     prefix_[plen++] = static_cast<uint8_t>(ulpdu_length >> 8);
     prefix_[plen++] = static_cast<uint8_t>(ulpdu_length);
     pos += mpa_ulpdu_length_size;
+    const size_t header_at = plen;  // DDP/RDMAP control octets: never split (4-aligned markers)
     for (size_t h = 0; h < header.size();) {
         if (marker_due()) {  // case B inside the header
             put_marker(&prefix_[plen], pos - fpdu_start);
@@ -79,6 +80,7 @@ FpduGather::Status FpduGather::build(std::span<const uint8_t> header,
         h += run;
         pos += static_cast<uint32_t>(run);
     }
+    if (header.size() >= 2) set_ulpdu_versions(&prefix_[header_at], framing.ddp_version, framing.rdmap_version);
     push(prefix_.data(), plen);
 
     // Payload: user memory, cut around markers (case B).

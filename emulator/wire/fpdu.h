@@ -42,7 +42,22 @@ inline constexpr uint8_t ddp_version = 1;
 struct FpduFraming {
     bool crc = true;       // CRC generated/checked; when off the field is still sent (as 0)
     bool markers = false;  // markers every 512 octets from SeqStart
+    // DDP DV and RDMAP RV written into every FPDU's first two ULPDU octets: 1
+    // (RFC 5041/5040), or 0 on a connection switched to RDMA Consortium
+    // behaviour (RFC 5044 Appendix C, permissive).  A per-connection constant.
+    uint8_t ddp_version = 1;
+    uint8_t rdmap_version = 1;
 };
+
+// Translate the first two ULPDU octets (DDP control, RDMAP control), written
+// by the FPDU builders with DV = RV = 1, to the connection's versions.  XOR,
+// so version 1 framing leaves the octets as given (a test's deliberately
+// wrong version stays wrong) and no branch is added per FPDU.
+inline void set_ulpdu_versions(uint8_t* ulpdu, uint8_t dv, uint8_t rv)
+{
+    ulpdu[0] = static_cast<uint8_t>(ulpdu[0] ^ ((dv ^ 1) & 0x03));
+    ulpdu[1] = static_cast<uint8_t>(ulpdu[1] ^ (((rv ^ 1) & 0x03) << 6));
+}
 
 // PAD octets after a ULPDU of `ulpdu_length` octets (RFC 5044 §4.1).
 constexpr size_t mpa_pad_length(size_t ulpdu_length)

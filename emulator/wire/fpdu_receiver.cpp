@@ -193,7 +193,7 @@ FpduRxEvent FpduReceiver::absorb_ddp_header(std::span<const uint8_t> b)
     if (header_got_ < header_len_) return FpduRxEvent::none;
 
     // RFC 5041 §7.2: DV other than 1 is an Invalid DDP version error.
-    if ((header_[0] & ddp_control_dv_mask) != ddp_version) {
+    if ((header_[0] & ddp_control_dv_mask) != options_.ddp_version) {
         if (header_[0] & ddp_control_t)
             return fail({TerminateLayer::ddp, etype::ddp_tagged_buffer,
                          ecode::ddp_tagged_invalid_ddp_version},
@@ -267,7 +267,7 @@ size_t FpduReceiver::fast_header(std::span<const uint8_t> rest)
     const uint16_t len = static_cast<uint16_t>(rest[0] << 8 | rest[1]);
     const size_t hlen = ddp_header_size(rest[2]);
     // Anything unusual (errors included) takes the general path.
-    if (len < hlen || len > options_.max_ulpdu_length || (rest[2] & ddp_control_dv_mask) != ddp_version)
+    if (len < hlen || len > options_.max_ulpdu_length || (rest[2] & ddp_control_dv_mask) != options_.ddp_version)
         return 0;
     const size_t n = mpa_ulpdu_length_size + hlen;
     std::memcpy(header_.data(), rest.data() + mpa_ulpdu_length_size, ddp_untagged_header_size);
@@ -311,7 +311,7 @@ size_t FpduReceiver::fast_whole_fpdu(std::span<const uint8_t> rest)
     const uint8_t ddp_control = rest[at + mpa_ulpdu_length_size];
     const size_t hlen = ddp_header_size(ddp_control);
     // Anything unusual (errors included) takes the general path.
-    if (len < hlen || len > options_.max_ulpdu_length || (ddp_control & ddp_control_dv_mask) != ddp_version)
+    if (len < hlen || len > options_.max_ulpdu_length || (ddp_control & ddp_control_dv_mask) != options_.ddp_version)
         return 0;
 
     // Walk ULPDU and PAD between markers: gather the DDP header, check each

@@ -66,6 +66,10 @@ struct FpduReceiverOptions {
     // Largest ULPDU_Length accepted (local receive limit, MPA-006/056).  The
     // default accepts anything the field can carry: be tolerant of peers.
     uint32_t max_ulpdu_length = mpa_ulpdu_length_max;
+    // DDP version expected in every FPDU: 1, or 0 on a connection switched to
+    // RDMA Consortium behaviour (RFC 5044 Appendix C); anything else is
+    // "Invalid DDP version".
+    uint8_t ddp_version = ::iwemu::wire::ddp_version;
 };
 
 enum class FpduRxState : uint8_t {

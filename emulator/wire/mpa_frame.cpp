@@ -13,9 +13,12 @@ constexpr size_t flags_offset = 16;
 constexpr size_t rev_offset = 17;
 constexpr size_t pd_length_offset = 18;
 
-// Revisions iwemu works with: 1 (RFC 5044) and 2 (RFC 6581).  Rev 0 (RDMA
-// Consortium) is refused: non-permissive, CHECKLIST decision 4 / MPA-057.
-constexpr bool revision_supported(uint8_t rev) { return rev == 1 || rev == 2; }
+// Revisions iwemu works with: 1 (RFC 5044) and 2 (RFC 6581); Rev 0 (RDMA
+// Consortium, RFC 5044 Appendix C) only when the caller asks (MPA-057).
+constexpr bool revision_supported(uint8_t rev, bool accept_rev0)
+{
+    return rev == 1 || rev == 2 || (rev == 0 && accept_rev0);
+}
 
 bool key_prefix_matches(const MpaKey& key, std::span<const uint8_t> got)
 {
@@ -130,14 +133,14 @@ void encode_mpa_enhanced_data(const MpaEnhancedData& d, std::span<uint8_t, mpa_e
 }
 
 MpaParseResult parse_mpa_frame(std::span<const uint8_t> bytes, std::optional<MpaFrameType> expected,
-                               bool end_of_stream)
+                               bool end_of_stream, bool accept_rev0)
 {
     // Key: compare the prefix we have (RFC 5044 §7.1.2 rule 5: all 16 octets).
     if (!prefix_allowed(bytes, expected)) return status_only(MpaParseStatus::bad_key);
     if (bytes.size() <= rev_offset) {
         if (bytes.size() < mpa_key_size)
             return need_or_truncated(mpa_frame_header_size - bytes.size(), end_of_stream);
-    } else if (!revision_supported(bytes[rev_offset])) {
+    } else if (!revision_supported(bytes[rev_offset], accept_rev0)) {
         return status_only(MpaParseStatus::bad_revision);
     }
     if (bytes.size() < mpa_frame_header_size)

@@ -96,7 +96,7 @@ enum class MpaParseStatus : uint8_t {
     complete,               // frame parsed; frame_size octets used
     need_more,              // not enough octets yet: at least `need` more
     bad_key,                // key is not one that is expected here (MPA-036/037)
-    bad_revision,           // Rev 0 (non-permissive, decision 4) or Rev > 2 (MPA-040)
+    bad_revision,           // Rev > 2 (MPA-040), or Rev 0 unless accept_rev0
     pd_length_too_large,    // PD_Length > 512 (MPA-041)
     truncated,              // end of stream before the whole frame (MPA-041)
     enhanced_data_missing,  // Rev 2, S = 1, PD_Length < 4 (P2P-013)
@@ -122,9 +122,11 @@ struct MpaParseResult {
 // Errors are reported as soon as the octets received prove them (a wrong key
 // octet is detected before 16 octets are in).  `end_of_stream`: the peer
 // closed, so need_more becomes truncated.
+// `accept_rev0`: parse a Rev 0 (RDMA Consortium, RFC 5044 Appendix C)
+// frame instead of reporting bad_revision; the CM decides what it means.
 MpaParseResult parse_mpa_frame(std::span<const uint8_t> bytes,
                                std::optional<MpaFrameType> expected,
-                               bool end_of_stream = false);
+                               bool end_of_stream = false, bool accept_rev0 = false);
 
 // Identify a key (16 octets) without parsing the rest.
 std::optional<MpaFrameType> mpa_frame_type_of_key(std::span<const uint8_t> key);

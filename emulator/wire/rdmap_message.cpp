@@ -17,11 +17,11 @@ std::optional<TerminateCode> validate_rdmap_segment(const DdpHeader& ddp, size_t
     constexpr TerminateCode unexpected_opcode{TerminateLayer::rdmap, etype::rdmap_remote_operation,
                                               ecode::rdmap_unexpected_opcode};
 
-    if (auto bad = check_ddp_version(ddp.control))
+    if (auto bad = check_ddp_version(ddp.control, options.version))
         return bad;
 
     const RdmapControl rdmap = decode_rdmap_control(ddp.rsvdulp0);
-    if (rdmap.rv != rdmap_version)
+    if (rdmap.rv != options.version)
         return TerminateCode{TerminateLayer::rdmap, etype::rdmap_remote_operation, ecode::rdmap_invalid_rdmap_version};
 
     const std::optional<RdmapOpcodeInfo> info = rdmap_opcode_info(rdmap.opcode);

@@ -59,6 +59,9 @@ constexpr DdpHeader rdmap_untagged_header(RdmapOpcode opcode, bool last, uint32_
 // Receive options that change what is legal.
 struct RdmapRxOptions {
     bool rfc7306 = false;  // accept Immediate Data / Atomic opcodes 0x8-0xB (decision 10)
+    // DV and RV expected: 1, or 0 on a connection switched to RDMA Consortium
+    // behaviour (RFC 5044 Appendix C, CHECKLIST MPA-057 / RDMAP-004).
+    uint8_t version = 1;
 };
 
 // Checks, first failure wins, in the order Linux siw applies them

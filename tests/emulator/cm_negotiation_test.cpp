@@ -388,3 +388,95 @@ TEST(CmNegotiation, Seed002Mode)
 
 }  // namespace
 }  // namespace iwemu::cm
+
+namespace iwemu::cm {
+namespace {
+
+// RFC 5044 Appendix C, CHECKLIST MPA-057: RDMA Consortium (Rev 0) peers.
+wire::MpaFrame rev0_frame(wire::MpaFrameType type)
+{
+    wire::MpaFrame f;
+    f.type = type;
+    f.rev = 0;
+    f.marker = true;
+    f.crc = true;
+    return f;
+}
+
+TEST(CmNegotiationRev0, PermissiveResponderSwitchesToVersion0WithMarkersAndCrc)
+{
+    CmSettings s;  // defaults: permissive
+    wire::MpaFrame req = rev0_frame(wire::MpaFrameType::request);
+    req.marker = false;  // even a peer not asking for markers gets them (RDMAC runs with both)
+    req.crc = false;
+    const RequestAssessment a = assess_request(s, req);
+    EXPECT_EQ(a.verdict, RequestAssessment::Verdict::offer_to_ulp);
+    EXPECT_TRUE(a.rdmac);
+    const AcceptPlan p = plan_accept(s, a, 4, 4);
+    EXPECT_EQ(p.reply.rev, 0);
+    EXPECT_TRUE(p.reply.marker);
+    EXPECT_TRUE(p.reply.crc);
+    EXPECT_FALSE(p.reply.enhanced);
+    EXPECT_EQ(p.params.ddp_rdmap_version, 0);
+    EXPECT_EQ(p.params.mpa_revision, 0);
+    EXPECT_TRUE(p.params.tx.markers && p.params.rx.markers && p.params.tx.crc && p.params.rx.crc);
+    EXPECT_EQ(p.params.rtr, RtrType::none);
+}
+
+TEST(CmNegotiationRev0, NonPermissiveResponderRepliesRev1WithR)
+{
+    CmSettings s;
+    s.accept_rev0 = false;
+    const RequestAssessment a = assess_request(s, rev0_frame(wire::MpaFrameType::request));
+    EXPECT_EQ(a.verdict, RequestAssessment::Verdict::reject);
+    const wire::MpaFrame r = make_reject(s, a);
+    EXPECT_EQ(r.rev, 1);
+    EXPECT_TRUE(r.reject);
+}
+
+TEST(CmNegotiationRev0, VersionOneConnectionsAreUnchanged)
+{
+    CmSettings s;
+    const RequestAssessment a = assess_request(s, make_request(s, 4, 4));
+    EXPECT_FALSE(a.rdmac);
+    EXPECT_EQ(plan_accept(s, a, 4, 4).params.ddp_rdmap_version, 1);
+}
+
+TEST(CmNegotiationRev0, ForcedRev0InitiatorAndResponder)
+{
+    CmSettings rdmac;
+    rdmac.mpa_revision = 0;
+    const wire::MpaFrame req = make_request(rdmac, 4, 4);
+    EXPECT_EQ(req.rev, 0);
+    EXPECT_TRUE(req.marker && req.crc);
+    EXPECT_FALSE(req.enhanced);
+    // An RDMAC Responder answers even a Rev 2 Request with Rev 0 ...
+    CmSettings ietf;
+    const wire::MpaFrame ietf_req = make_request(ietf, 4, 4);
+    const RequestAssessment a = assess_request(rdmac, ietf_req);
+    EXPECT_TRUE(a.rdmac);
+    const AcceptPlan p = plan_accept(rdmac, a, 4, 4);
+    EXPECT_EQ(p.reply.rev, 0);
+    // ... which a permissive Initiator follows,
+    const ReplyOutcome o = evaluate_reply(ietf, ietf_req, p.reply, 4, 4);
+    EXPECT_EQ(o.verdict, ReplyOutcome::Verdict::established);
+    EXPECT_EQ(o.params.ddp_rdmap_version, 0);
+    EXPECT_TRUE(o.params.tx.markers && o.params.rx.markers && o.params.tx.crc && o.params.rx.crc);
+    EXPECT_EQ(o.params.rtr, RtrType::none);
+    // and a non-permissive one refuses.
+    CmSettings strict;
+    strict.accept_rev0 = false;
+    EXPECT_EQ(evaluate_reply(strict, ietf_req, p.reply, 4, 4).verdict, ReplyOutcome::Verdict::close);
+    // The RDMAC Initiator: Rev 0 Reply -> version 0; a Rev 1 refusal -> rejected.
+    const ReplyOutcome o0 = evaluate_reply(rdmac, req, rev0_frame(wire::MpaFrameType::reply), 4, 4);
+    EXPECT_EQ(o0.verdict, ReplyOutcome::Verdict::established);
+    EXPECT_EQ(o0.params.ddp_rdmap_version, 0);
+    wire::MpaFrame refusal;
+    refusal.type = wire::MpaFrameType::reply;
+    refusal.rev = 1;
+    refusal.reject = true;
+    EXPECT_EQ(evaluate_reply(rdmac, req, refusal, 4, 4).verdict, ReplyOutcome::Verdict::rejected);
+}
+
+}  // namespace
+}  // namespace iwemu::cm

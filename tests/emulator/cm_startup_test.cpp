@@ -917,9 +917,6 @@ TEST(CmRawPeer, MalformedRequestsAreClosed)
     Bytes base{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
                0x40, 0x01, 0x00, 0x00};
     std::vector<Bytes> bad;
-    Bytes rev0 = base;
-    rev0[17] = 0;  // RDMAC Rev 0: non-permissive (decision 4)
-    bad.push_back(rev0);
     Bytes rev3 = base;
     rev3[17] = 3;
     bad.push_back(rev3);
@@ -948,6 +945,41 @@ TEST(CmRawPeer, MalformedRequestsAreClosed)
     const int fd = raw_connect(srv.addr);
     write_all(fd, short_pd);
     ::shutdown(fd, SHUT_WR);
+    EXPECT_TRUE(peer_closes(fd));
+    ::close(fd);
+    EXPECT_EQ(srv.log.size(), 0u);
+}
+
+// RFC 5044 Appendix C (MPA-057): an RDMA Consortium Request (Rev 0, M=1, C=1).
+const Bytes rdmac_request{0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52, 0x65, 0x71, 0x20, 0x46,
+                          0x72, 0x61, 0x6d, 0x65, 0xc0, 0x00, 0x00, 0x00};
+
+TEST(CmRawPeer, Rev0RequestIsServedPermissivelyByDefault)
+{
+    RawPeerListener srv;
+    const int fd = raw_connect(srv.addr);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_all(fd, rdmac_request));
+    auto req = srv.log.wait(CmEventType::connect_request, 5s);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->mpa_revision, 0);
+    ::close(fd);
+}
+
+TEST(CmRawPeer, Rev0RequestIsRefusedWithARev1RejectWhenNotPermissive)
+{
+    CmSettings s;
+    s.accept_rev0 = false;
+    RawPeerListener srv(s);
+    const int fd = raw_connect(srv.addr);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_all(fd, rdmac_request));
+    auto reply = read_frame(fd);
+    ASSERT_TRUE(reply);
+    ASSERT_GE(reply->size(), 20u);
+    EXPECT_EQ((*reply)[9], 0x70);            // "MPA ID Rep Frame"
+    EXPECT_TRUE((*reply)[16] & 0x20);        // R
+    EXPECT_EQ((*reply)[17], 1);              // Rev 1 (Appendix C, non-permissive)
     EXPECT_TRUE(peer_closes(fd));
     ::close(fd);
     EXPECT_EQ(srv.log.size(), 0u);

@@ -516,6 +516,21 @@ TEST(Config, ParsesFileAndRejectsBadValues)
     EXPECT_FALSE(c.set("mpa_rev", "3", nullptr));
 }
 
+TEST(Config, MpaRev0SettingAndRevisionZero)
+{
+    Config c;
+    EXPECT_TRUE(c.mpa_rev0_accept);  // permissive by default (RFC 5044 Appendix C)
+    EXPECT_TRUE(c.set("mpa_rev0", "off", nullptr));
+    EXPECT_FALSE(c.mpa_rev0_accept);
+    EXPECT_TRUE(c.set("mpa_rev0", "accept", nullptr));
+    EXPECT_TRUE(c.mpa_rev0_accept);
+    EXPECT_TRUE(c.set("mpa_rev0", "reject", nullptr));
+    EXPECT_FALSE(c.mpa_rev0_accept);
+    EXPECT_FALSE(c.set("mpa_rev0", "maybe", nullptr));
+    EXPECT_TRUE(c.set("mpa_rev", "0", nullptr));
+    EXPECT_EQ(c.mpa_revision, 0);
+}
+
 TEST(Config, EnvironmentOverridesFile)
 {
     char path[] = "/tmp/iwemu_cfg_XXXXXX";

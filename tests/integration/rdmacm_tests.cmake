@@ -180,3 +180,10 @@ iwemu_rdmacm_test(rstream_latency_verified
   ${RDMACM_HERE}/rdmacm_rstream.sh $<TARGET_FILE:iwemu_run> -S 4096 -C 1 -I 1000 -T v)
 iwemu_rdmacm_test(rstream_bandwidth_verified
   ${RDMACM_HERE}/rdmacm_rstream.sh $<TARGET_FILE:iwemu_run> -S 65536 -C 500 -I 1 -T v)
+
+# MPA Rev 0 (RDMA Consortium, RFC 5044 Appendix C): one side forced to
+# mpa_rev = 0, both roles, rping -V and perftest -R; mpa_rev0 = off refuses;
+# a raw-socket Rev 0 Request against rping -s (issue 29).
+add_test(NAME integration.rdmacm.rdmac_rev0
+  COMMAND timeout 280 ${RDMACM_HERE}/rdmac_rev0.sh $<TARGET_FILE:iwemu_run>)
+set_tests_properties(integration.rdmacm.rdmac_rev0 PROPERTIES LABELS integration TIMEOUT 280)
