@@ -102,6 +102,9 @@ Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_m
     device_.fw_ver = "iwemu 0.1.0";
     // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
     device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
+    // RFC 7306 atomics, atomic with respect to each other across all QPs of
+    // this process (atomics.cpp): IBV_ATOMIC_HCA.
+    device_.atomic_cap = config_.rfc7306 ? atomic_cap_hca : atomic_cap_none;
     detect_identity();
     port_monitor_ = std::make_unique<PortMonitor>(choose_port_netdev(config_.netdev), [this](AsyncEventType type) {
         AsyncEvent ev;
@@ -232,7 +235,6 @@ int check_region(void* addr, uint64_t length, uint64_t iova, uint32_t access)
     if (!addr) return EINVAL;
     // IB rule (ibv_reg_mr(3)): remote write or atomic needs local write.
     if ((access & (access_remote_write | access_remote_atomic)) && !(access & access_local_write)) return EINVAL;
-    if (access & access_remote_atomic) return EINVAL;  // RFC 7306 off; atomic_cap is NONE
     if (reinterpret_cast<uintptr_t>(addr) + length < reinterpret_cast<uintptr_t>(addr)) return EINVAL;
     if (iova + length < iova && iova + length != 0) return EINVAL;
     return 0;

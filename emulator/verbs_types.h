@@ -152,17 +152,19 @@ struct Sge {
     uint32_t lkey = 0;
 };
 
-// == struct ibv_send_wr, flattened (RC only; no UD/XRC/atomics).
+// == struct ibv_send_wr, flattened (RC only; no UD/XRC).
 struct SendWr {
     uint64_t wr_id = 0;
     WrOpcode opcode = WrOpcode::send;
     uint32_t send_flags = 0;      // send_* bits
     const Sge* sg_list = nullptr;
     uint32_t num_sge = 0;
-    uint64_t remote_addr = 0;     // RDMA Write / Read: remote Tagged Offset
-    uint32_t rkey = 0;            // RDMA Write / Read: remote STag
+    uint64_t remote_addr = 0;     // RDMA Write / Read / atomics: remote Tagged Offset (wr.rdma / wr.atomic)
+    uint32_t rkey = 0;            // RDMA Write / Read / atomics: remote STag
     uint32_t invalidate_rkey = 0; // send_with_inv: STag the peer invalidates; local_inv: local STag
     uint32_t imm_data = 0;        // rdma_write_with_imm, host order (send_with_imm: EOPNOTSUPP)
+    uint64_t compare_add = 0;     // atomics (wr.atomic.compare_add): CmpSwap compare value, FetchAdd addend
+    uint64_t swap = 0;            // atomic_cmp_and_swp: the value stored when the compare matches
 };
 
 // == struct ibv_recv_wr
