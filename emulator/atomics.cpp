@@ -241,8 +241,12 @@ bool QueuePair::tx_build_atomic_response_locked(ReadResponseJob& j)
     if (!j.performed) {
         // Earlier Read Responses framed but not yet taken by TCP still read
         // their source at sendmsg(): the operation waits until they left.
-        if (irq_built_ > 0) return false;
-        const AtomicOperands& op = atomic_ops_[irq_head_ % irq_.size()];
+        // Earlier Atomic Responses carry their value in the FPDU header.
+        for (uint32_t i = 0; i < irq_built_; ++i) {
+            const ReadResponseJob& e = irq_[(irq_head_ + i) % irq_.size()];
+            if (!e.atomic && e.size > 0) return false;
+        }
+        const AtomicOperands& op = atomic_ops_[(irq_head_ + irq_built_) % irq_.size()];
         j.sink_to = apply_atomic(j.source->at(j.source_to), op);
         j.performed = true;
         StagTable::release(j.source);
