@@ -136,7 +136,7 @@ bool QueuePair::rx_handle_atomic_response()
     {
         std::lock_guard<std::mutex> g(sq_lock_);
         SendWqe* w = orq_count_ ? &sq_[orq_[orq_head_ % orq_.size()] % sq_.size()] : nullptr;
-        if (!w || (w->opcode != WrOpcode::atomic_cmp_and_swp && w->opcode != WrOpcode::atomic_fetch_and_add)) {
+        if (!w || !is_atomic(w->opcode)) {
             err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or a Read's turn
             fail = true;
         } else if (!resp || resp->original_request_identifier != w->atomic_id) {

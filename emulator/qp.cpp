@@ -224,8 +224,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         for (uint32_t s = 0; !rc && s < wr.num_sge; ++s) total += wr.sg_list[s].length;
         if (!rc && total > limits::max_msg_size) rc = EINVAL;
         // An atomic returns exactly the 8 octets of the target's original value.
-        if (!rc && awaits_response(wr.opcode) && wr.opcode != WrOpcode::rdma_read && total != sizeof(uint64_t))
-            rc = EINVAL;
+        if (!rc && is_atomic(wr.opcode) && total != sizeof(uint64_t)) rc = EINVAL;
         const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv;
         if (!rc && inl && (total > max_inline_ || awaits_response(wr.opcode))) rc = EINVAL;
         if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
@@ -270,7 +269,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             w.num_sge = wr.num_sge;
             for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];
         }
-        if (awaits_response(wr.opcode) && wr.opcode != WrOpcode::rdma_read) {
+        if (is_atomic(wr.opcode)) {
             // An atomic's operands wait in its inline buffer, unused by it
             // (every WQE has limits::max_inline_data octets): no SQ octet for them.
             static_assert(limits::max_inline_data >= 2 * sizeof(uint64_t));
@@ -727,7 +726,6 @@ void QueuePair::complete(CompletionQueue* cq, const Completion& c, bool solicite
 {
     if (!destroyed_ && cq) cq->push(c, solicited);
 }
-
 
 void QueuePair::sq_complete_in_order_locked()
 {

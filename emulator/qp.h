@@ -302,12 +302,12 @@ private:
     bool tx_build_next_locked();              // false: nothing (more) to send now
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
-    // A Read and an atomic both wait for a response and count against ORD.
-    static constexpr bool awaits_response(WrOpcode op)
+    static constexpr bool is_atomic(WrOpcode op)
     {
-        return op == WrOpcode::rdma_read || op == WrOpcode::atomic_cmp_and_swp ||
-               op == WrOpcode::atomic_fetch_and_add;
+        return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
     }
+    // A Read and an atomic both wait for a response and count against ORD.
+    static constexpr bool awaits_response(WrOpcode op) { return op == WrOpcode::rdma_read || is_atomic(op); }
     void tx_follow_emss_locked(uint64_t message_length);
     // tx_coalesce.cpp: send the work requests just posted, or add them to
     // the backlog TCP pushed back.
