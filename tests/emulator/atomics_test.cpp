@@ -16,6 +16,11 @@ namespace {
 constexpr uint32_t atomic_target = access_local_write | access_remote_atomic;
 constexpr uint64_t all_ones = ~uint64_t{0};
 
+// A target word as the responder's engine thread left it: it changes the
+// word with atomic instructions and nothing the test thread waits on (no
+// completion at the responder) orders that for ThreadSanitizer.
+uint64_t load(const uint64_t& word) { return __atomic_load_n(&word, __ATOMIC_ACQUIRE); }
+
 // ---- §5.1 arithmetic ------------------------------------------------------
 
 TEST(AtomicArithmetic, FetchAddWithoutMaskIsOnePlainAdd)
@@ -126,8 +131,8 @@ TEST_P(Atomics, FetchAddReturnsTheOriginalAndAdds)
     EXPECT_EQ(c[0].opcode, WcOpcode::fetch_add);
     EXPECT_EQ(c[0].byte_len, 8u);
     EXPECT_EQ(result[0], 41u);  // host order, as verbs hands it over
-    EXPECT_EQ(target[1], 42u);
-    EXPECT_EQ(target[0] | target[2], 0u);
+    EXPECT_EQ(load(target[1]), 42u);
+    EXPECT_EQ(load(target[0]) | load(target[2]), 0u);
     // Nothing for the responder's application, and both stay up.
     EXPECT_TRUE(p->b->wait(p->b->rcq, 1, 10ms).empty());
     EXPECT_TRUE(p->b->wait(p->b->scq, 1, 10ms).empty());
@@ -154,7 +159,7 @@ TEST_P(Atomics, CompareSwapSwapsOnlyOnAMatch)
     }
     EXPECT_EQ(result[0], 0x1111222233334444ull);
     EXPECT_EQ(result[1], 0x5555666677778888ull);  // the second compare failed ...
-    EXPECT_EQ(target[0], 0x5555666677778888ull);  // ... and changed nothing
+    EXPECT_EQ(load(target[0]), 0x5555666677778888ull);  // ... and changed nothing
 }
 
 // Many outstanding at once (more than ORD): they execute and complete in
@@ -173,7 +178,7 @@ TEST_P(Atomics, PipelineCompletesInOrder)
         EXPECT_EQ(c[k].wr_id, static_cast<uint64_t>(4 * k + 3));
     }
     EXPECT_TRUE(p->a->wait(p->a->scq, 1, 10ms).empty());
-    EXPECT_EQ(target[2], 3u * n);
+    EXPECT_EQ(load(target[2]), 3u * n);
     for (int i = 0; i < n; ++i) EXPECT_EQ(result[i], 3u * i) << i;
 }
 
@@ -199,8 +204,9 @@ TEST(AtomicOrdering, ReadsBeforeSeeTheOldValueReadsAfterTheNew)
     auto* lmr = p.a->reg(local.data(), local.size() * 8);
     uint64_t* const word = &region.back();  // the last word of the large Read
     const uint64_t waddr = reinterpret_cast<uint64_t>(word);
+    *word = 1000;  // then only changed by the atomics: each round adds 100
     for (int round = 0; round < 20; ++round) {
-        *word = 1000;
+        const uint64_t base = 1000 + 100u * round;
         std::fill(local.begin(), local.end(), 0);
         uint64_t* big_read = local.data();
         uint64_t* small = local.data() + big / 8;
@@ -211,7 +217,9 @@ TEST(AtomicOrdering, ReadsBeforeSeeTheOldValueReadsAfterTheNew)
                   0);
         ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &orig[0], lmr, 2, waddr, tmr->rkey(), 5), 0);
         ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, &small[0], 8, lmr, 3, waddr, tmr->rkey()), 0);
-        ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_cmp_and_swp, &orig[1], lmr, 4, waddr, tmr->rkey(), 1005, 77), 0);
+        ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_cmp_and_swp, &orig[1], lmr, 4, waddr, tmr->rkey(), base + 5,
+                                   base + 100),
+                  0);
         ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, &small[1], 8, lmr, 5, waddr, tmr->rkey()), 0);
         const auto c = p.a->wait(p.a->scq, 5);
         ASSERT_EQ(c.size(), 5u);
@@ -219,12 +227,12 @@ TEST(AtomicOrdering, ReadsBeforeSeeTheOldValueReadsAfterTheNew)
             EXPECT_EQ(c[i].status, WcStatus::success);
             EXPECT_EQ(c[i].wr_id, static_cast<uint64_t>(i + 1));
         }
-        EXPECT_EQ(big_read[big / 8 - 1], 1000u) << round;  // before the FetchAdd
-        EXPECT_EQ(orig[0], 1000u);
-        EXPECT_EQ(small[0], 1005u) << round;
-        EXPECT_EQ(orig[1], 1005u);
-        EXPECT_EQ(small[1], 77u) << round;
-        EXPECT_EQ(*word, 77u);
+        EXPECT_EQ(big_read[big / 8 - 1], base) << round;  // before the FetchAdd
+        EXPECT_EQ(orig[0], base);
+        EXPECT_EQ(small[0], base + 5) << round;
+        EXPECT_EQ(orig[1], base + 5);
+        EXPECT_EQ(small[1], base + 100) << round;
+        EXPECT_EQ(load(*word), base + 100);
     }
 }
 
@@ -280,7 +288,7 @@ TEST(AtomicAtomicity, TwoQpsHammeringOneWord)
     std::thread tc([&] { hammer(c, cmr, rc); });
     ta.join();
     tc.join();
-    EXPECT_EQ(__atomic_load_n(&word, __ATOMIC_ACQUIRE), 2u * n);
+    EXPECT_EQ(load(word), 2u * n);
     std::vector<uint64_t> all(ra);
     all.insert(all.end(), rc.begin(), rc.end());
     std::sort(all.begin(), all.end());
@@ -340,7 +348,7 @@ TEST(AtomicRequester, RefusesWhatRxeRefusesAtPostTime)
     uint64_t v;
     std::memcpy(&v, got, 8);
     EXPECT_EQ(v, 0x0807060504030201ull);
-    EXPECT_EQ(t[0], 0x0807060504030202ull);
+    EXPECT_EQ(load(t[0]), 0x0807060504030202ull);
     EXPECT_EQ(p.a->qp->state(), QpState::rts);
 }
 
@@ -358,7 +366,7 @@ TEST(AtomicRequester, ResultBufferWithoutLocalWrite)
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].status, WcStatus::loc_access_err);
     EXPECT_EQ(c[0].opcode, WcOpcode::fetch_add);
-    EXPECT_EQ(t[0], 0u);
+    EXPECT_EQ(load(t[0]), 0u);
 }
 
 TEST(AtomicRequester, RefusedWhenRfc7306IsOff)

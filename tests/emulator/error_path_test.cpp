@@ -512,7 +512,8 @@ TEST(ErrorPathRaw, AtomicRequestsWithMasksFromAPeer)
         EXPECT_EQ(r->original_request_identifier, i == 0 ? 0xABCD0001u : 0x77u);
         EXPECT_EQ(r->original_remote_data_value, i == 0 ? 0x00000001FFFFFFFFull : 0x0000000200000000ull);
     }
-    EXPECT_EQ(t.words[1], 0x0000000200001234ull);  // carry stayed in the low field, then the swap
+    // (an atomic load: the engine thread changed it with atomic instructions)
+    EXPECT_EQ(__atomic_load_n(&t.words[1], __ATOMIC_ACQUIRE), 0x0000000200001234ull);  // carry stayed in the low field, then the swap
     EXPECT_EQ(p.side.qp->state(), QpState::rts);
 }
 
