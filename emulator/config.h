@@ -69,7 +69,7 @@ struct Config {
     uint32_t max_half_open = 64;
     uint16_t ird = 128;              // IWEMU_IRD: default inbound Read queue depth
     uint16_t ord = 128;              // IWEMU_ORD: default outbound Read depth
-    bool rfc7306 = true;             // IWEMU_RFC7306: Immediate Data (Write with Immediate) sent and accepted
+    bool rfc7306 = true;             // IWEMU_RFC7306: Immediate Data (Write with Immediate) and atomics sent and accepted
     // Engine
     BusyPoll busy_poll = BusyPoll::idle_app;  // IWEMU_BUSY_POLL: 0 | 1 | auto
     uint32_t busy_poll_us = 50;      // IWEMU_BUSY_POLL_US: spin budget before sleeping in epoll

@@ -34,6 +34,10 @@ inline constexpr uint32_t max_srq_sge = 16;             // siw: 6
 inline constexpr uint32_t max_msg_size = 0x7FFFFFFF;    // DDP message < 2^32; ibv_port_attr is 32 bit
 }  // namespace limits
 
+// == enum ibv_atomic_cap
+inline constexpr uint32_t atomic_cap_none = 0;  // IBV_ATOMIC_NONE
+inline constexpr uint32_t atomic_cap_hca = 1;   // IBV_ATOMIC_HCA: atomic among this device's atomics
+
 // == struct ibv_device_attr (RC / iWARP relevant fields), host order.
 struct DeviceAttributes {
     std::string fw_ver;           // "iwemu <version>"
@@ -56,7 +60,7 @@ struct DeviceAttributes {
     uint32_t max_qp_rd_atom = limits::max_ird;       // inbound Reads per QP (IRD)
     uint32_t max_res_rd_atom = limits::max_ird * 1024;
     uint32_t max_qp_init_rd_atom = limits::max_ord;  // outbound Reads per QP (ORD)
-    uint32_t atomic_cap = 0;                          // IBV_ATOMIC_NONE (RFC 7306 off)
+    uint32_t atomic_cap = atomic_cap_none;            // set from Config::rfc7306 (emulator.cpp)
     uint32_t max_mw = 0;
     uint32_t max_srq = limits::max_srq;
     uint32_t max_srq_wr = limits::max_srq_wr;

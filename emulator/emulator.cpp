@@ -114,6 +114,9 @@ Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_m
     device_.fw_ver = firmware_version;
     // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
     device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
+    // RFC 7306 atomics, atomic with respect to each other across all QPs of
+    // this process (atomics.cpp): IBV_ATOMIC_HCA.
+    device_.atomic_cap = config_.rfc7306 ? atomic_cap_hca : atomic_cap_none;
     detect_identity();
     port_monitor_ = std::make_unique<PortMonitor>(choose_port_netdev(config_.netdev), [this](AsyncEventType type) {
         AsyncEvent ev;
@@ -247,7 +250,6 @@ int check_region(void* addr, uint64_t length, uint64_t iova, uint32_t access)
     if (!addr && length == UINT64_MAX && (access & access_on_demand)) return iova == 0 ? 0 : EINVAL;
     if (length == 0 || length > limits::max_mr_size) return EINVAL;
     if (!addr) return EINVAL;
-    if (access & access_remote_atomic) return EINVAL;  // RFC 7306 off; atomic_cap is NONE
     if (reinterpret_cast<uintptr_t>(addr) + length < reinterpret_cast<uintptr_t>(addr)) return EINVAL;
     if (iova + length < iova && iova + length != 0) return EINVAL;
     return 0;

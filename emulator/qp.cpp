@@ -28,6 +28,19 @@
 
 namespace iwemu {
 
+static WcOpcode wc_opcode_of(WrOpcode op)
+{
+    switch (op) {
+    case WrOpcode::rdma_write_with_imm:  // IB reports IBV_WC_RDMA_WRITE for it too
+    case WrOpcode::rdma_write: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    default: return WcOpcode::send;
+    }
+}
+
 // Config::rx_lookahead, with auto (0) resolved for this connection.  On one
 // host a large look-ahead pays for its copy: the kernel's copy lands in the
 // cache-resident staging buffer instead of cold target memory, and the two
@@ -205,8 +218,15 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         case WrOpcode::rdma_write_with_imm:  // RDMA Write + RFC 7306 Immediate Data
             if (!rfc7306_) rc = EOPNOTSUPP;
             break;
-        // Atomics (RFC 7306 §5) are not implemented; send_with_imm has no RFC
-        // 7306 form that consumes one receive WQE (docs/limits.md); bind_mw.
+        case WrOpcode::atomic_cmp_and_swp:  // RFC 7306 Atomic Operations (atomics.cpp)
+        case WrOpcode::atomic_fetch_and_add:
+            if (!rfc7306_) rc = EOPNOTSUPP;
+            // The target must be 64-bit aligned (RFC 7306 §5.1): refused at
+            // once, as rxe's ibv_post_send does, rather than by the peer.
+            else if (wr.remote_addr % sizeof(uint64_t) != 0) rc = EINVAL;
+            break;
+        // send_with_imm has no RFC 7306 form that consumes one receive WQE
+        // (docs/limits.md); bind_mw.
         default: rc = EOPNOTSUPP;
         }
         if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
@@ -214,8 +234,10 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         uint64_t total = 0;
         for (uint32_t s = 0; !rc && s < wr.num_sge; ++s) total += wr.sg_list[s].length;
         if (!rc && total > limits::max_msg_size) rc = EINVAL;
+        // An atomic returns exactly the 8 octets of the target's original value.
+        if (!rc && is_atomic(wr.opcode) && total != sizeof(uint64_t)) rc = EINVAL;
         const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv;
-        if (!rc && inl && (total > max_inline_ || wr.opcode == WrOpcode::rdma_read)) rc = EINVAL;
+        if (!rc && inl && (total > max_inline_ || awaits_response(wr.opcode))) rc = EINVAL;
         if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
         if (rc) {
             if (bad) *bad = i;
@@ -233,11 +255,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             Completion c;
             c.wr_id = wr.wr_id;
             c.status = WcStatus::wr_flush_err;
-            c.opcode = wr.opcode == WrOpcode::rdma_write || wr.opcode == WrOpcode::rdma_write_with_imm
-                           ? WcOpcode::rdma_write
-                       : wr.opcode == WrOpcode::rdma_read ? WcOpcode::rdma_read
-                       : wr.opcode == WrOpcode::local_inv ? WcOpcode::local_inv
-                                                          : WcOpcode::send;
+            c.opcode = wc_opcode_of(wr.opcode);
             c.qp_num = qp_num_;
             complete(init_.send_cq, c, false);
             continue;
@@ -268,6 +286,13 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         } else {
             w.num_sge = wr.num_sge;
             for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];
+        }
+        if (is_atomic(wr.opcode)) {
+            // An atomic's operands wait in its inline buffer, unused by it
+            // (every WQE has limits::max_inline_data octets): no SQ octet for them.
+            static_assert(limits::max_inline_data >= 2 * sizeof(uint64_t));
+            std::memcpy(w.inline_buf, &wr.compare_add, sizeof wr.compare_add);
+            std::memcpy(w.inline_buf + sizeof wr.compare_add, &wr.swap, sizeof wr.swap);
         }
         ++sq_tail_;
     }
@@ -723,17 +748,6 @@ int QueuePair::shutdown_locked(bool linger)
 void QueuePair::complete(CompletionQueue* cq, const Completion& c, bool solicited)
 {
     if (!destroyed_ && cq) cq->push(c, solicited);
-}
-
-static WcOpcode wc_opcode_of(WrOpcode op)
-{
-    switch (op) {
-    case WrOpcode::rdma_write_with_imm:  // IB reports IBV_WC_RDMA_WRITE for it too
-    case WrOpcode::rdma_write: return WcOpcode::rdma_write;
-    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
-    case WrOpcode::local_inv: return WcOpcode::local_inv;
-    default: return WcOpcode::send;
-    }
 }
 
 void QueuePair::sq_complete_in_order_locked()

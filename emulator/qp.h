@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulator/atomic_ops.h"
 #include "emulator/config.h"
 #include "emulator/connection_params.h"
 #include "emulator/qp_state.h"
@@ -124,7 +125,9 @@ public:
     // index of the first WR not posted in *bad:
     //   EINVAL  too many SGEs, inline too long, bad opcode flags
     //   ENOMEM  queue full (as siw)
-    //   EOPNOTSUPP  atomics, send_with_imm, bind_mw; rdma_write_with_imm
+    //   EINVAL  atomics: remote_addr not 8-octet aligned, not exactly 8
+    //           octets of local buffer, or inline (as rxe)
+    //   EOPNOTSUPP  send_with_imm, bind_mw; rdma_write_with_imm and atomics
     //               when RFC 7306 is off (config rfc7306)
     //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS)
     // In ERR every WR completes at once with wr_flush_err.  Never allocates.
@@ -237,9 +240,10 @@ private:
         uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
         uint64_t remote_addr = 0;
         uint32_t rkey = 0;
-        union {                      // never both: imm adds no octet to the WQE
+        union {                      // one per opcode: none adds an octet to the WQE
             uint32_t inv_rkey = 0;   // send_with_inv, local_inv
             uint32_t imm_data;       // rdma_write_with_imm: host order (immediate_data.cpp)
+            uint32_t atomic_id;      // atomics: the Request Identifier sent (atomics.cpp)
         };
         uint64_t length = 0;
         WqePhase phase = WqePhase::queued;
@@ -250,9 +254,16 @@ private:
     // in an ODP region (local_sge_ok), its Read Responses are placed fault-safe.
     static constexpr uint32_t wqe_odp_sink = 1u << 31;
 
-    // One inbound Read Request the responder's TX answers (RFC 5040 §5.2).
+    // One inbound Read Request the responder's TX answers (RFC 5040 §5.2),
+    // or an Atomic Request (RFC 7306 §5.2, atomics.cpp: atomic set; the
+    // request id in sink_stag, the original value in sink_to once
+    // performed, the target word at source/source_to, its operands in
+    // atomic_ops_ at the same index).  Both share the IRQ, so responses
+    // leave in request order (EXT-007).
     struct ReadResponseJob {
         uint32_t sink_stag = 0;
+        bool atomic = false;
+        bool performed = false;
         uint64_t sink_to = 0;
         uint32_t size = 0;
         MemoryRegion* source = nullptr;  // pinned (StagTable::acquire) when size > 0
@@ -296,6 +307,12 @@ private:
     bool tx_build_next_locked();              // false: nothing (more) to send now
     bool tx_build_sq_segment_locked(SendWqe& w);
     bool tx_build_read_response_segment_locked();
+    static constexpr bool is_atomic(WrOpcode op)
+    {
+        return op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
+    }
+    // A Read and an atomic both wait for a response and count against ORD.
+    static constexpr bool awaits_response(WrOpcode op) { return op == WrOpcode::rdma_read || is_atomic(op); }
     void tx_follow_emss_locked(uint64_t message_length);
     // tx_coalesce.cpp: send the work requests just posted, or add them to
     // the backlog TCP pushed back.
@@ -337,6 +354,12 @@ private:
     bool rx_reject_immediate_data_inside_send();      // a multi-segment Send still incomplete
     void rx_deliver_immediate_data();                 // segment end: the receive completion
     void rx_count_write_octets(uint32_t len, bool last);  // byte_len of the next Immediate Data
+
+    // -- atomics.cpp (RFC 7306 Atomic Operations: FetchAdd, CmpSwap)
+    bool tx_build_atomic_request_locked(SendWqe& w);  // one FPDU on QN 1; w joins the ORQ
+    bool tx_build_atomic_response_locked(ReadResponseJob& j);  // performs the operation, then answers on QN 3
+    bool rx_handle_atomic_request();                  // segment end: checks, then an IRQ entry
+    bool rx_handle_atomic_response();                 // segment end: the original value to the ORQ head
 
     // -- rx_engine.cpp
     void rx_locked();                         // rx_lock_ held
@@ -493,7 +516,10 @@ private:
     std::array<ReadResponseJob, 128> irq_{};
     uint32_t irq_head_ = 0, irq_count_ = 0;
     uint32_t irq_built_ = 0;          // jobs at the IRQ head fully framed, awaiting retirement
-    uint32_t tx_msn_[3] = {1, 1, 1};  // next MSN per QN (Send, Read Request, Terminate)
+    uint32_t tx_msn_[4] = {1, 1, 1, 1};  // next MSN per QN (Send, Read/Atomic Request, Terminate, Atomic Response)
+    // atomics.cpp: the operands of the Atomic Requests in irq_, by index;
+    // allocated at a QP's first Atomic Request (none cost nothing).
+    std::unique_ptr<AtomicOperands[]> atomic_ops_;
 
     // TX message in progress + batch
     TxMessage tx_msg_ = TxMessage::none;
@@ -530,7 +556,7 @@ private:
     std::string tcp_congestion_;              // set once at attach, before the socket goes live
     uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
     bool rx_dead_ = false;             // error seen: drain and drop, place nothing
-    uint32_t rx_msn_[3] = {1, 1, 1};   // next expected MSN per QN
+    uint32_t rx_msn_[4] = {1, 1, 1, 1};  // next expected MSN per QN
     RxTarget rx_target_ = RxTarget::none;
     std::array<iovec, recv_wqe_max_sge + 1> rx_dest_{};  // placement target of this segment's payload
     int rx_dest_count_ = 0;

@@ -382,7 +382,9 @@ bool QueuePair::rx_on_segment_header()
     case wire::RdmapOpcode::immediate_data:  // RFC 7306: a QN-0 message too (immediate_data.cpp)
     case wire::RdmapOpcode::immediate_data_with_se: return rx_place_send(rx_hdr_, plen);
     case wire::RdmapOpcode::rdma_read_request:
-        if (rx_hdr_.msn != rx_msn_[1]) {
+    case wire::RdmapOpcode::atomic_request:   // RFC 7306: QN 1 too (atomics.cpp)
+    case wire::RdmapOpcode::atomic_response:  // RFC 7306: QN 3, its own sequence
+        if (rx_hdr_.msn != rx_msn_[rx_hdr_.qn]) {
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
                     WcStatus::success);
             return false;
@@ -434,8 +436,8 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
             }
             err = rdmap_op(ec::rdmap_unexpected_opcode);
             fail = true;
-        } else if (orq_count_ == 0) {
-            err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for
+        } else if (orq_count_ == 0 || sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].opcode != WrOpcode::rdma_read) {
+            err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or an atomic's turn
             fail = true;
         } else {
             SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
@@ -620,6 +622,8 @@ bool QueuePair::rx_on_segment_end()
         break;
     }
     case wire::RdmapOpcode::rdma_read_request: ok = rx_handle_read_request(); break;
+    case wire::RdmapOpcode::atomic_request: ok = rx_handle_atomic_request(); break;
+    case wire::RdmapOpcode::atomic_response: ok = rx_handle_atomic_response(); break;
     case wire::RdmapOpcode::terminate:
         rx_handle_terminate(target == RxTarget::control ? plen : 0);
         return false;
@@ -685,6 +689,7 @@ bool QueuePair::rx_handle_read_request()
             overflow = true;
         } else {
             ReadResponseJob& j = irq_[(irq_head_ + irq_count_) % irq_.size()];
+            j.atomic = false;
             j.sink_stag = rr->data_sink_stag;
             j.sink_to = rr->data_sink_to;
             j.size = rr->rdma_read_message_size;

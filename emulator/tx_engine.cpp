@@ -230,7 +230,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
             sq_complete_in_order_locked();
             return true;
         }
-        if (w.opcode == WrOpcode::rdma_read) {
+        if (awaits_response(w.opcode)) {  // Reads and atomics share ORD (RFC 7306 §5.2)
             if (ord_ == 0) {
                 tx_local_error_locked(w, WcStatus::loc_qp_op_err);
                 return true;
@@ -241,7 +241,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         WcStatus st = WcStatus::success;
         bool odp_sink = false;
         if (!(w.flags & send_inline) &&
-            !local_sge_ok(w.sge, w.num_sge, w.opcode == WrOpcode::rdma_read ? access_local_write : 0, &st,
+            !local_sge_ok(w.sge, w.num_sge, awaits_response(w.opcode) ? access_local_write : 0, &st,
                           w.host_delta, &odp_sink)) {
             tx_local_error_locked(w, st);
             return true;
@@ -251,7 +251,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         tx_offset_ = 0;
         tx_imm_next_ = false;
         w.phase = WqePhase::sending;
-        if (w.opcode != WrOpcode::rdma_read) tx_follow_emss_locked(w.length);  // a Read Request is one FPDU
+        if (!awaits_response(w.opcode)) tx_follow_emss_locked(w.length);  // a Read / Atomic Request is one FPDU
     }
     if (tx_imm_next_) return tx_build_immediate_data_locked(w);
 
@@ -296,6 +296,8 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         hlen += wire::encode_read_request(rr, std::span<uint8_t>(hdr + hlen, sizeof hdr - hlen));
         break;
     }
+    case WrOpcode::atomic_cmp_and_swp:
+    case WrOpcode::atomic_fetch_and_add: return tx_build_atomic_request_locked(w);  // atomics.cpp
     default:
         tx_local_error_locked(w, WcStatus::loc_qp_op_err);
         return true;
@@ -364,6 +366,7 @@ std::optional<uint32_t> QueuePair::mulpdu_of_emss(int fd, bool markers)
 bool QueuePair::tx_build_read_response_segment_locked()
 {
     ReadResponseJob& j = irq_[(irq_head_ + irq_built_) % irq_.size()];
+    if (j.atomic) return tx_build_atomic_response_locked(j);  // atomics.cpp
     if (tx_msg_ == TxMessage::none) {
         tx_msg_ = TxMessage::read_response;
         tx_offset_ = 0;
@@ -449,8 +452,8 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         SendWqe& w = sq_[slot.sq_index % sq_.size()];
         if (w.phase != WqePhase::sending) break;
         // A Send/Write completes once TCP took all of it (RFC 5040 §5.5
-        // rule 18); a Read when its Response has been placed.
-        w.phase = w.opcode == WrOpcode::rdma_read ? WqePhase::awaiting_response : WqePhase::done;
+        // rule 18); a Read or an atomic when its Response has been placed.
+        w.phase = awaits_response(w.opcode) ? WqePhase::awaiting_response : WqePhase::done;
         if (w.phase == WqePhase::done) sq_complete_in_order_locked();
         break;
     }

@@ -162,13 +162,12 @@ struct SendWr {
     uint32_t send_flags = 0;      // send_* bits
     const Sge* sg_list = nullptr;
     uint32_t num_sge = 0;
-    uint64_t remote_addr = 0;     // RDMA Write / Read: remote Tagged Offset
-    uint32_t rkey = 0;            // RDMA Write / Read: remote STag
+    uint64_t remote_addr = 0;     // RDMA Write / Read / atomics: remote Tagged Offset (wr.rdma / wr.atomic)
+    uint32_t rkey = 0;            // RDMA Write / Read / atomics: remote STag
     uint32_t invalidate_rkey = 0; // send_with_inv: STag the peer invalidates; local_inv: local STag
     uint32_t imm_data = 0;        // rdma_write_with_imm, host order (send_with_imm: EOPNOTSUPP)
-    // Atomics (remote_addr, rkey as above; sg_list: the local 8-octet result).
-    uint64_t atomic_compare_add = 0;  // cmp_and_swp: the compare value; fetch_and_add: the addend
-    uint64_t atomic_swap = 0;         // cmp_and_swp: the swap value
+    uint64_t compare_add = 0;     // atomics (wr.atomic.compare_add): CmpSwap compare value, FetchAdd addend
+    uint64_t swap = 0;            // atomic_cmp_and_swp: the value stored when the compare matches
     // bind_mw: the window whose STag is invalidate_rkey takes the STag rkey and
     // covers [remote_addr, remote_addr + bind_length) of the MR bind_lkey.
     uint64_t bind_length = 0;

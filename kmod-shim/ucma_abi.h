@@ -45,7 +45,8 @@ inline constexpr uint32_t qps_init = 1, qps_rtr = 2, qps_rts = 3;
 // enum ib_qp_attr_mask / ib_access_flags bits INIT_QP_ATTR reports.
 inline constexpr uint32_t qp_mask_state = 1u << 0, qp_mask_access_flags = 1u << 3,
                           qp_mask_port = 1u << 5;
-inline constexpr uint32_t access_remote_write = 1u << 1, access_remote_read = 1u << 2;
+inline constexpr uint32_t access_remote_write = 1u << 1, access_remote_read = 1u << 2,
+                          access_remote_atomic = 1u << 3;
 inline constexpr uint8_t qpt_rc = 2;  // enum ib_qp_type IB_QPT_RC (rdma_create_id's qp_type)
 
 // IB CM reject reasons the kernel lets through rdma_reject (ucma_reject).

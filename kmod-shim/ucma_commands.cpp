@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "emulator/emulator.h"
 #include "kmod-shim/ucma_abi.h"
 #include "kmod-shim/ucma_address.h"
 #include "kmod-shim/ucma_cm_link.h"
@@ -552,6 +553,12 @@ int cmd_init_qp_attr(Ctx& c) {
     if (int rc = read_cmd(c.in, c.in_len, &cmd); rc < 0) return rc;
     if (c.out < sizeof(ib_uverbs_qp_attr)) return -ENOSPC;
     if (cmd.qp_state > 6) return -EINVAL;
+    // iw_cm grants remote write and read.  iwemu also offers RFC 7306
+    // atomics, which a responder checks against the QP's rights: they are
+    // granted too, as the IB CM grants them with responder resources
+    // (cm_init_qp_init_attr), so rdma_cm applications (qperf -cm1) can use them.
+    const uint32_t remote_access = abi::access_remote_write | abi::access_remote_read |
+                                   (Emulator::instance().device_attributes().atomic_cap ? abi::access_remote_atomic : 0);
     Lock lock(ucma_lock());
     UcmaId* id = ucma_id_find_on(c.file.get(), cmd.id);
     if (!id) return -ENOENT;
@@ -563,7 +570,7 @@ int cmd_init_qp_attr(Ctx& c) {
         resp.qp_access_flags = 0;
     } else if (cmd.qp_state == abi::qps_init || cmd.qp_state == abi::qps_rtr) {
         resp.qp_attr_mask = abi::qp_mask_state | abi::qp_mask_access_flags;
-        resp.qp_access_flags = abi::access_remote_write | abi::access_remote_read;
+        resp.qp_access_flags = remote_access;
     } else if (cmd.qp_state == abi::qps_rts) {
         resp.qp_attr_mask = 0;  // the CM moves the QP to RTS itself
     } else {

@@ -36,12 +36,9 @@ int dealloc_pd(ibv_pd* ibpd)
 
 uint32_t emulator_access(int access)
 {
-    // The kernel (ib_core) accepts REMOTE_ATOMIC on any device as long as
-    // LOCAL_WRITE is set, and qperf always asks for it; with atomic_cap NONE
-    // the right can never be exercised, so the emulator does not see it.
-    uint32_t emu_access = static_cast<uint32_t>(access);
-    if ((emu_access & access_remote_atomic) && (emu_access & access_local_write)) emu_access &= ~access_remote_atomic;
-    return emu_access;
+    // ibv_access_flags and the emulator's access bits are the same values;
+    // REMOTE_ATOMIC reaches the region (RFC 7306 atomics check it).
+    return static_cast<uint32_t>(access);
 }
 
 ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access)

@@ -241,6 +241,8 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad)
             s.rkey = wr->wr.rdma.rkey;
             s.invalidate_rkey = 0;
             s.imm_data = 0;
+            s.compare_add = 0;
+            s.swap = 0;
             switch (wr->opcode) {
             case IBV_WR_SEND_WITH_INV:
             case IBV_WR_LOCAL_INV:
@@ -249,6 +251,14 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad)
             case IBV_WR_SEND_WITH_IMM:
             case IBV_WR_RDMA_WRITE_WITH_IMM:
                 s.imm_data = be32toh(wr->imm_data);
+                break;
+            case IBV_WR_ATOMIC_CMP_AND_SWP:
+            case IBV_WR_ATOMIC_FETCH_AND_ADD:
+                // wr.atomic: its rkey is not where wr.rdma's is; values in host order.
+                s.remote_addr = wr->wr.atomic.remote_addr;
+                s.rkey = wr->wr.atomic.rkey;
+                s.compare_add = wr->wr.atomic.compare_add;
+                s.swap = wr->wr.atomic.swap;
                 break;
             default:
                 break;

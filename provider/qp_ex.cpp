@@ -137,8 +137,8 @@ void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t remote_addr, uint64
     if (SendWr* w = build(q, WrOpcode::atomic_cmp_and_swp)) {
         w->rkey = rkey;
         w->remote_addr = remote_addr;
-        w->atomic_compare_add = compare;
-        w->atomic_swap = swap;
+        w->compare_add = compare;
+        w->swap = swap;
     }
 }
 
@@ -147,7 +147,7 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t remote_addr, uint
     if (SendWr* w = build(q, WrOpcode::atomic_fetch_and_add)) {
         w->rkey = rkey;
         w->remote_addr = remote_addr;
-        w->atomic_compare_add = add;
+        w->compare_add = add;
     }
 }
 

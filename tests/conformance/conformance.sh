@@ -3,7 +3,7 @@
 # /work/shared/spec/ORACLE.md) and cross-checked with `iwemu decode`.
 #
 # usage: conformance.sh IWEMU_RUN IWEMU_CLI PROGRAM COUNT [KEY=VALUE...]
-#   PROGRAM  rping | ib_send_bw | ib_write_bw | ib_read_bw
+#   PROGRAM  rping | ib_send_bw | ib_write_bw | ib_read_bw | ib_atomic_bw (RFC 7306 FetchAdd)
 #   COUNT    rping -C / perftest -n
 #   KEY=VALUE  IWEMU_* settings given to both peers (IWEMU_CRC, IWEMU_MARKERS,
 #              IWEMU_MPA_REV, IWEMU_P2P, IWEMU_RTR)
@@ -61,11 +61,12 @@ rping)
     crc_rc=$?
     crc_rc=$(rping_rc client $crc_rc "$dir/client.log")
     ;;
-ib_send_bw|ib_write_bw|ib_read_bw)
-    timeout 80 "$run" "$prog" -R -p "$port" -n "$count" -s 4096 > "$dir/server.log" 2>&1 &
+ib_send_bw|ib_write_bw|ib_read_bw|ib_atomic_bw)
+    size=(-s 4096); [ "$prog" = ib_atomic_bw ] && size=()   # atomics are 8 octets
+    timeout 80 "$run" "$prog" -R -p "$port" -n "$count" "${size[@]}" > "$dir/server.log" 2>&1 &
     server=$!
     wait_listen $server || fail "server did not listen"
-    timeout 70 "$run" "$prog" -R -p "$port" -n "$count" -s 4096 127.0.0.1 > "$dir/client.log" 2>&1
+    timeout 70 "$run" "$prog" -R -p "$port" -n "$count" "${size[@]}" 127.0.0.1 > "$dir/client.log" 2>&1
     crc_rc=$?
     ;;
 *) echo "unknown program $prog"; exit 1 ;;
@@ -200,6 +201,7 @@ if [ "$markers" = 0 ]; then
     one='count(iwarp_rdma.opcode) == 1 && '
     check_filter "${one}iwarp_rdma.opcode in {3 4 5 6 8 9} && iwarp_ddp.qn != 0"
     check_filter "${one}iwarp_rdma.opcode in {1 10} && iwarp_ddp.qn != 1"
+    check_filter "${one}iwarp_rdma.opcode == 11 && iwarp_ddp.qn != 3"
     check_filter "${one}iwarp_rdma.opcode in {0 2} && !iwarp_ddp.tagged_flag"
     check_filter "${one}!(iwarp_rdma.opcode in {0 2}) && iwarp_ddp.tagged_flag"
     check_filter "${one}iwarp_rdma.opcode in {1 7 8 9 10 11} && iwarp_ddp.last_flag == 0"
@@ -270,7 +272,7 @@ for s in $streams; do
         fi
         [ "$crc" = 1 ] && grep -q 'crc=off' "$dir/s$s.$dir_name.txt" && fail "stream $s $dir_name: CRC off in a CRC connection"
         # Messages (L=1) per opcode, as decoded by iwemu.
-        for op in 0x0 0x1 0x2 0x3 0x7; do
+        for op in 0x0 0x1 0x2 0x3 0x7 0xa 0xb; do
             dec_count[$s.$dir_name.$op]=$(grep -E "^fpdu .* L=1 .* opcode=$op " "$dir/s$s.$dir_name.txt" | grep -c .)
         done
     done
@@ -341,6 +343,14 @@ ib_write_bw)
 ib_read_bw)
     expect_msgs $last init 1 $((count + rtr_r)) "Read Requests"
     expect_msgs $last resp 2 $((count + rtr_r)) "Read Responses"
+    expect_msgs $last init 0 $((rtr_w)) "RDMA Writes" $wake
+    ;;
+ib_atomic_bw)
+    # COUNT FetchAdds: Atomic Requests on QN 1, Atomic Responses on QN 3.
+    expect_msgs $last init 10 "$count" "Atomic Requests"
+    expect_msgs $last resp 11 "$count" "Atomic Responses"
+    expect_msgs $last init 1 $((rtr_r)) "Read Requests"
+    expect_msgs $last resp 2 $((rtr_r)) "Read Responses"
     expect_msgs $last init 0 $((rtr_w)) "RDMA Writes" $wake
     ;;
 esac

@@ -387,7 +387,8 @@ void PrintTo(const VariantCase& v, std::ostream* os) { *os << v.name; }
 class Variants : public ::testing::TestWithParam<VariantCase> {};
 
 // Every opcode through one configuration: Send (several sizes), Write, Read,
-// Send with SE; data compared, and no completion for the RTR on either side.
+// Send with SE, FetchAdd and CmpSwap; data compared, and no completion for
+// the RTR on either side.
 TEST_P(Variants, AllOpcodes)
 {
     const VariantCase& v = GetParam();
@@ -428,19 +429,30 @@ TEST_P(Variants, AllOpcodes)
         EXPECT_EQ(r[i].byte_len, sizes[i]);
     }
     ASSERT_EQ(p.a->wait(p.a->scq, 2 * n, 30s).size(), static_cast<size_t>(2 * n));
-    // Reads of what was written.
+    // Reads of what was written, each followed by an RFC 7306 FetchAdd (one
+    // Atomic Request and Response, interleaved with the Read Responses).
+    std::vector<uint64_t> word(1, 0), orig(std::size(sizes) + 1, ~uint64_t{0});
+    auto* tmr = p.b->reg(word.data(), sizeof(uint64_t), access_local_write | access_remote_atomic);
+    auto* omr = p.a->reg(orig.data(), orig.size() * sizeof(uint64_t));
+    const uint64_t taddr = reinterpret_cast<uint64_t>(word.data());
     off = 0;
     n = 0;
     for (uint32_t s : sizes) {
         ASSERT_EQ(p.a->post_send(WrOpcode::rdma_read, rd.data() + off, s, rmr, 300 + n,
                                  reinterpret_cast<uint64_t>(wr.data() + off), wmr->rkey()),
                   0);
+        ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &orig[n], omr, 400 + n, taddr, tmr->rkey(), n + 1), 0);
         off += s;
         ++n;
     }
-    auto s = p.a->wait(p.a->scq, n, 30s);
-    ASSERT_EQ(s.size(), static_cast<size_t>(n));
+    const uint64_t sum = static_cast<uint64_t>(n) * (n + 1) / 2;
+    ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_cmp_and_swp, &orig[n], omr, 500, taddr, tmr->rkey(), sum, 0xC0FFEE), 0);
+    auto s = p.a->wait(p.a->scq, 2 * n + 1, 30s);
+    ASSERT_EQ(s.size(), static_cast<size_t>(2 * n + 1));
     for (auto& c : s) EXPECT_EQ(c.status, WcStatus::success);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(orig[i], static_cast<uint64_t>(i) * (i + 1) / 2) << i;
+    EXPECT_EQ(orig[n], sum);
+    EXPECT_EQ(__atomic_load_n(&word[0], __ATOMIC_ACQUIRE), 0xC0FFEEu);  // changed by the peer's engine thread
     EXPECT_EQ(src, dst);
     EXPECT_EQ(src, wr);
     EXPECT_EQ(src, rd);

@@ -5,6 +5,7 @@
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/fpdu_receiver.h"
 #include "emulator/wire/ddp_header.h"
+#include "emulator/wire/rdmap_ext.h"
 #include "emulator/wire/rdmap_opcode.h"
 #include "emulator/wire/terminate_message.h"
 #include "tests/emulator/qp_loopback_fixture.h"
@@ -205,13 +206,93 @@ TEST(ErrorPath, SendWithInvalidateOfUnknownStag)
     EXPECT_EQ(r[0].status, WcStatus::rem_inv_req_err);
 }
 
+// ---- RFC 7306 atomics: the responder's checks (atomics.cpp) -----------------
+
+// The target word of an atomic, on b, and a's result buffer.
+struct AtomicBufs {
+    std::vector<uint64_t> target = std::vector<uint64_t>(4, 0x5A5A), result = std::vector<uint64_t>(1, 0);
+    MemoryRegion* tmr;
+    MemoryRegion* rmr;
+    AtomicBufs(LoopbackPair& p, uint32_t target_access = access_local_write | access_remote_atomic)
+    {
+        tmr = p.b->reg(target.data(), target.size() * 8, target_access);
+        rmr = p.a->reg(result.data(), 8);
+    }
+    uint64_t taddr(size_t i = 0) { return reinterpret_cast<uint64_t>(&target[i]); }
+    // The requester's WR fails with the Terminate's status; the word is untouched.
+    void expect_refused(Side& a, WcStatus status)
+    {
+        const auto s = a.wait(a.scq, 1);
+        ASSERT_EQ(s.size(), 1u);
+        EXPECT_EQ(s[0].status, status);
+        EXPECT_EQ(s[0].opcode, WcOpcode::fetch_add);
+        for (uint64_t t : target) EXPECT_EQ(t, 0x5A5Au);
+    }
+};
+
+TEST(ErrorPath, AtomicWithoutRemoteAtomicRightOnRegion)
+{
+    LoopbackPair p;
+    AtomicBufs b(p, access_local_write | access_remote_write | access_remote_read);
+    ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &b.result[0], b.rmr, 1, b.taddr(), b.tmr->rkey(), 1), 0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x02), AsyncEventType::qp_access_err);
+    b.expect_refused(*p.a, WcStatus::rem_access_err);
+}
+
+// The QP's own right (ibv_modify_qp's qp_access_flags), as IB responders check it.
+TEST(ErrorPath, AtomicWithoutRemoteAtomicRightOnQp)
+{
+    LoopbackPair p;
+    AtomicBufs b(p);
+    QpAttr at;
+    at.qp_access_flags = access_local_write | access_remote_write | access_remote_read;
+    ASSERT_EQ(p.b->qp->modify(at, qp_attr_access_flags), 0);
+    ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &b.result[0], b.rmr, 1, b.taddr(), b.tmr->rkey(), 1), 0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x02), AsyncEventType::qp_access_err);
+    b.expect_refused(*p.a, WcStatus::rem_access_err);
+}
+
+TEST(ErrorPath, AtomicInvalidStag)
+{
+    LoopbackPair p;
+    AtomicBufs b(p);
+    ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &b.result[0], b.rmr, 1, b.taddr(), b.tmr->rkey() + 1, 1),
+              0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x00), AsyncEventType::qp_access_err);
+    b.expect_refused(*p.a, WcStatus::rem_access_err);
+}
+
+TEST(ErrorPath, AtomicOutOfBounds)
+{
+    LoopbackPair p;
+    AtomicBufs b(p);
+    // The last word plus 8: one word past the 32-octet region.
+    ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &b.result[0], b.rmr, 1, b.taddr(3) + 8, b.tmr->rkey(), 1),
+              0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x01), AsyncEventType::qp_access_err);
+    b.expect_refused(*p.a, WcStatus::rem_access_err);
+}
+
+TEST(ErrorPath, AtomicToStagOfAnotherPd)
+{
+    LoopbackPair p;
+    AtomicBufs b(p);
+    ForeignRegion other;
+    ASSERT_NO_FATAL_FAILURE(reg_in_another_pd(*p.b, access_local_write | access_remote_atomic, &other));
+    ASSERT_EQ(p.a->post_atomic(WrOpcode::atomic_fetch_and_add, &b.result[0], b.rmr, 1, other.addr(), other.mr->rkey(), 1),
+              0);
+    expect_terminate(*p.b, *p.a, code(0, 1, 0x03), AsyncEventType::qp_access_err);
+    b.expect_refused(*p.a, WcStatus::rem_access_err);
+    EXPECT_EQ(other.buf, std::vector<uint8_t>(4096, 0));
+}
+
 TEST(ErrorPath, Rfc7306RefusedLocally)
 {
     LoopbackPair p;
     Bufs b(p);
-    // rdma_write_with_imm is RFC 7306 Immediate Data (immediate_data_test.cpp).
-    for (WrOpcode op : {WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add, WrOpcode::send_with_imm,
-                        WrOpcode::bind_mw}) {
+    // rdma_write_with_imm is RFC 7306 Immediate Data (immediate_data_test.cpp),
+    // atomics are RFC 7306 Atomic Operations (atomics_test.cpp).
+    for (WrOpcode op : {WrOpcode::send_with_imm, WrOpcode::bind_mw}) {
         EXPECT_EQ(p.a->post_send(op, b.src.data(), 8, b.smr, 1, b.daddr(), b.dmr->rkey()), EOPNOTSUPP);
     }
     EXPECT_EQ(p.a->qp->state(), QpState::rts);
@@ -356,11 +437,145 @@ TEST(ErrorPathRaw, ImmediateDataWithWrongMsnOrQueue)
     }
 }
 
-TEST(ErrorPathRaw, AtomicRequestAnsweredWithUnexpectedOpcode)
+TEST(ErrorPathRaw, AtomicRequestAnsweredWithUnexpectedOpcodeWhenRfc7306Off)
 {
-    RawPeer p;
+    Config off;
+    off.rfc7306 = false;
+    RawPeer p(true, off);
     auto h = untagged_header(0xA, 1, 1);
     h.resize(18 + 52);
+    p.send_fpdu(h);
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x06));
+}
+
+// An Atomic Request from a raw peer: the 52-octet header of RFC 7306 §5.2.1.
+std::vector<uint8_t> atomic_request(uint32_t msn, const wire::AtomicRequestHeader& a)
+{
+    auto h = untagged_header(0xA, 1, msn);
+    h.resize(18 + wire::atomic_request_header_size);
+    wire::encode_atomic_request(a, std::span<uint8_t>(h.data() + 18, wire::atomic_request_header_size));
+    return h;
+}
+
+struct RawTarget {
+    std::vector<uint64_t> words = std::vector<uint64_t>(4, 0);
+    MemoryRegion* mr;
+    explicit RawTarget(Side& s) : mr(s.reg(words.data(), 32, access_local_write | access_remote_atomic)) {}
+    uint64_t addr(size_t i = 0) { return reinterpret_cast<uint64_t>(&words[i]); }
+};
+
+// A masked FetchAdd (two 32-bit counters) and a masked CmpSwap from a peer
+// that is not iwemu: the Atomic Responses on QN 3 with MSNs 1, 2, the
+// request identifiers echoed and the original values, big-endian.
+TEST(ErrorPathRaw, AtomicRequestsWithMasksFromAPeer)
+{
+    RawPeer p;
+    RawTarget t(p.side);
+    t.words[1] = 0x00000001FFFFFFFFull;
+    wire::AtomicRequestHeader a;
+    a.aopcode = 0;
+    a.request_identifier = 0xABCD0001;
+    a.remote_stag = t.mr->rkey();
+    a.remote_to = t.addr(1);
+    a.add_or_swap_data = 0x0000000100000001ull;
+    a.add_or_swap_mask = 1ull << 31 | 1ull << 63;
+    a.compare_mask = ~uint64_t{0};
+    p.send_fpdu(atomic_request(1, a));
+    a.aopcode = 2;
+    a.request_identifier = 0x77;
+    a.compare_data = 0x0000000200000000ull;
+    a.compare_mask = 0xFFFFFFFF00000000ull;  // only the high half must match
+    a.add_or_swap_data = 0x1234;
+    a.add_or_swap_mask = 0xFFFF;             // only the low 16 bits change
+    p.send_fpdu(atomic_request(2, a));
+    // Two FPDUs of 2 + 30 + CRC 4 octets (no pad).
+    uint8_t in[72];
+    size_t got = 0;
+    while (got < sizeof in) {
+        const ssize_t k = ::read(p.raw, in + got, sizeof in - got);
+        ASSERT_GT(k, 0);
+        got += static_cast<size_t>(k);
+    }
+    for (int i = 0; i < 2; ++i) {
+        const uint8_t* f = in + 36 * i;
+        ASSERT_EQ(f[0] << 8 | f[1], 30);
+        const auto d = wire::decode_ddp_header(std::span<const uint8_t>(f + 2, 18));
+        ASSERT_TRUE(d);
+        EXPECT_EQ(f[2], 0x41);
+        EXPECT_EQ(f[3], 0x4B);  // RV 1, Atomic Response
+        EXPECT_EQ(d->qn, 3u);
+        EXPECT_EQ(d->msn, static_cast<uint32_t>(i + 1));
+        EXPECT_EQ(d->mo, 0u);
+        const auto r = wire::decode_atomic_response(std::span<const uint8_t>(f + 20, 12));
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->original_request_identifier, i == 0 ? 0xABCD0001u : 0x77u);
+        EXPECT_EQ(r->original_remote_data_value, i == 0 ? 0x00000001FFFFFFFFull : 0x0000000200000000ull);
+    }
+    // (an atomic load: the engine thread changed it with atomic instructions)
+    EXPECT_EQ(__atomic_load_n(&t.words[1], __ATOMIC_ACQUIRE), 0x0000000200001234ull);  // carry stayed in the low field, then the swap
+    EXPECT_EQ(p.side.qp->state(), QpState::rts);
+}
+
+// AOpCode 1 is reserved (decision 12): an unsupported operation, memory untouched.
+TEST(ErrorPathRaw, AtomicRequestWithReservedAOpCode)
+{
+    RawPeer p;
+    RawTarget t(p.side);
+    wire::AtomicRequestHeader a;
+    a.aopcode = 1;
+    a.remote_stag = t.mr->rkey();
+    a.remote_to = t.addr();
+    a.add_or_swap_data = 5;
+    p.send_fpdu(atomic_request(1, a));
+    std::vector<uint8_t> keep;
+    const auto term = p.read_terminate(keep);
+    EXPECT_EQ(term.control.code, code(0, 2, 0x06));
+    EXPECT_TRUE(term.control.d);   // RFC 7306 §8: the DDP header ...
+    EXPECT_FALSE(term.control.r);  // ... and no RDMA header
+    ASSERT_TRUE(p.side.wait_state(QpState::err));
+    EXPECT_EQ(t.words[0], 0u);
+}
+
+// EXT-008: a TO that is not 64-bit aligned, inside the region and with every
+// right: Terminate 0/2/07, memory untouched.
+TEST(ErrorPathRaw, AtomicRequestMisaligned)
+{
+    RawPeer p;
+    RawTarget t(p.side);
+    wire::AtomicRequestHeader a;
+    a.aopcode = 0;
+    a.remote_stag = t.mr->rkey();
+    a.remote_to = t.addr() + 4;
+    a.add_or_swap_data = 1;
+    p.send_fpdu(atomic_request(1, a));
+    std::vector<uint8_t> keep;
+    const auto term = p.read_terminate(keep);
+    EXPECT_EQ(term.control.code, code(0, 2, 0x07));
+    EXPECT_TRUE(term.control.d);
+    ASSERT_TRUE(p.side.wait_state(QpState::err));
+    EXPECT_TRUE(p.side.events.wait_async(AsyncEventType::qp_fatal));
+    EXPECT_EQ(t.words, std::vector<uint64_t>(4, 0));
+}
+
+// Atomic Requests share the Read Request MSN sequence (QN 1).
+TEST(ErrorPathRaw, AtomicRequestWithWrongMsn)
+{
+    RawPeer p;
+    RawTarget t(p.side);
+    wire::AtomicRequestHeader a;
+    a.remote_stag = t.mr->rkey();
+    a.remote_to = t.addr();
+    p.send_fpdu(atomic_request(2, a));
+    std::vector<uint8_t> keep;
+    EXPECT_EQ(p.read_terminate(keep).control.code, code(1, 2, 0x03));
+}
+
+TEST(ErrorPathRaw, AtomicResponseNobodyAskedFor)
+{
+    RawPeer p;
+    auto h = untagged_header(0xB, 3, 1);
+    h.resize(18 + wire::atomic_response_header_size);
     p.send_fpdu(h);
     std::vector<uint8_t> keep;
     EXPECT_EQ(p.read_terminate(keep).control.code, code(0, 2, 0x06));

@@ -206,7 +206,7 @@ struct Side {
         EXPECT_EQ(emu->create_qp(pd, ia, &qp), 0);
         QpAttr a;
         a.qp_state = QpState::init;
-        a.qp_access_flags = access_local_write | access_remote_write | access_remote_read;
+        a.qp_access_flags = access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
         EXPECT_EQ(qp->modify(a, qp_attr_state | qp_attr_access_flags), 0);
         qp->set_connection_event_handler([this](QpConnectionEvent e) {
             std::lock_guard<std::mutex> g(events.lock);
@@ -281,6 +281,25 @@ struct Side {
         wr.remote_addr = remote_addr;
         wr.rkey = rkey;
         wr.invalidate_rkey = inv;
+        size_t bad;
+        return qp->post_send(&wr, 1, &bad);
+    }
+    // An RFC 7306 atomic: the original value of the 8 octets at remote_addr
+    // lands in *result (registered in mr).
+    int post_atomic(WrOpcode op, uint64_t* result, MemoryRegion* mr, uint64_t wr_id, uint64_t remote_addr,
+                    uint32_t rkey, uint64_t compare_add, uint64_t swap = 0, uint32_t flags = send_signaled)
+    {
+        Sge sge{reinterpret_cast<uint64_t>(result), sizeof *result, mr ? mr->lkey() : 0};
+        SendWr wr;
+        wr.wr_id = wr_id;
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.remote_addr = remote_addr;
+        wr.rkey = rkey;
+        wr.compare_add = compare_add;
+        wr.swap = swap;
         size_t bad;
         return qp->post_send(&wr, 1, &bad);
     }

@@ -187,7 +187,7 @@ TEST_F(Objects, ModifyQueryAndPostingRules)
     s3.sg_list = many;
     s3.num_sge = 3;
     EXPECT_EQ(qp->post_send(&s3, 1, &bad), EINVAL);
-    sw.opcode = WrOpcode::atomic_fetch_and_add;
+    sw.opcode = WrOpcode::send_with_imm;  // no RFC 7306 form (docs/limits.md)
     EXPECT_EQ(qp->post_send(&sw, 1, &bad), EOPNOTSUPP);
     sw.opcode = WrOpcode::send;
     sw.send_flags = send_signaled;

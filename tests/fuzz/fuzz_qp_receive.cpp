@@ -69,7 +69,8 @@ struct RegionSpec {
     uint64_t iova;
 };
 constexpr RegionSpec specs[region_count] = {
-    {"W (remote write+read)", access_local_write | access_remote_write | access_remote_read, false, true, 0},
+    {"W (remote write+read+atomic)", access_local_write | access_remote_write | access_remote_read | access_remote_atomic,
+     false, true, 0},
     {"Z (zero-based, remote write)", access_local_write | access_remote_write | access_zero_based, false, false, 0},
     {"R (remote read only)", access_remote_read, false, true, 0},
     {"N (no remote rights)", access_local_write, false, true, 0},
@@ -305,7 +306,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     if (e.create_qp(dev->pd, ia, &qp)) fail("create_qp failed");
     QpAttr attr;
     attr.qp_state = QpState::init;
-    attr.qp_access_flags = access_local_write | access_remote_write | access_remote_read;
+    // REMOTE_ATOMIC too: an RFC 7306 Atomic Request to W is performed (W is remote-writable).
+    attr.qp_access_flags = access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
     if (qp->modify(attr, qp_attr_state | qp_attr_access_flags)) fail("modify to INIT failed");
 
     // Receive WQEs.

@@ -144,6 +144,12 @@ def read_request(msn, sink_stag, sink_to, size, src_stag, src_to):
     return untagged(1, 1, msn, payload=struct.pack(">IQIIQ", sink_stag, sink_to, size, src_stag, src_to))
 
 
+def atomic_request(msn, aopcode, stag, to, data, data_mask=0, compare=0, compare_mask=0xFFFFFFFFFFFFFFFF, req_id=1):
+    # RFC 7306 §5.2.1: Reserved ‖ AOpCode, Request Identifier, STag, TO, four 64-bit operands.
+    return untagged(10, 1, msn, payload=struct.pack(">IIIQQQQQ", aopcode, req_id, stag, to, data, data_mask,
+                                                    compare, compare_mask))
+
+
 def terminate(layer, etype, code, hdrs=b"", d=False, r=False, seg_len=0):
     ctl = struct.pack(">BBBB", layer << 4 | etype, code, (0x40 if d else 0) | (0x20 if r else 0), 0)
     return untagged(7, 2, 1, payload=ctl + (struct.pack(">H", seg_len) if d else b"") + hdrs)
@@ -207,6 +213,12 @@ qp("rtr-write", st().fpdu(tagged(0, 0, 0)).fpdu(untagged(3, 0, 1, payload=b"afte
 qp("rtr-read", st().fpdu(read_request(1, 0, 0, 0, 0, 0)).fpdu(untagged(3, 0, 1, payload=b"x")),
    responder=True, rtr=3)
 qp("immediate-data", st().fpdu(untagged(8, 0, 1, payload=bytes(8))))
+qp("atomic-fetch-add", st().fpdu(atomic_request(1, 0, STAG[W], va(W, 8), 5))
+   .fpdu(atomic_request(2, 2, STAG[W], va(W, 8), 9, 0xFFFFFFFFFFFFFFFF, 5, req_id=2))
+   .fpdu(atomic_request(3, 0, STAG[W], va(W, 16), 1, 1 << 31)))
+qp("atomic-misaligned", st().fpdu(atomic_request(1, 0, STAG[W], va(W, 4), 1)))
+qp("atomic-no-right", st().fpdu(atomic_request(1, 2, STAG[R], va(R, 0), 1)))
+qp("atomic-response-unexpected", st().fpdu(untagged(11, 3, 1, payload=bytes(12))))
 qp("bad-ddp-version", st().fpdu(bytes([0x42, 0x43]) + untagged(3, 0, 1)[2:]))
 mixed = (st().fpdu(untagged(3, 0, 1, payload=b"first")).fpdu(tagged(0, STAG[W], va(W, 0), text_payload))
          .fpdu(read_request(1, 0xABCD, 0, 256, STAG[W], va(W, 0))).fpdu(tagged(2, STAG[SINK], va(SINK, 64), b"resp"))

@@ -245,8 +245,8 @@ void test_connect_reject_accept() {
     ibv_qp_attr attr{};
     int mask = 0;
     attr.qp_state = IBV_QPS_INIT;
-    CHECK(rdma_init_qp_attr(child, &attr, &mask) == 0);  // passive: remote access on
-    CHECK(attr.qp_access_flags == (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+    CHECK(rdma_init_qp_attr(child, &attr, &mask) == 0);  // passive: remote access on, atomics too (RFC 7306)
+    CHECK(attr.qp_access_flags == (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC));
     attr.qp_state = IBV_QPS_RTS;
     CHECK(rdma_init_qp_attr(child, &attr, &mask) == 0);
     CHECK(mask == IBV_QP_PORT);  // the CM moves the QP to RTS itself

@@ -17,4 +17,11 @@ if [ $client_rc -ne 0 ] || grep -qi "fail\|error" "$dir/client.log"; then
     show "$dir/server.log" "$dir/client.log"
     fail "qperf -cm1 $*: client rc=$client_rc"
 fi
+# Each test must have printed its figure ("name:" then "    metric = value").
+for t in "$@"; do
+    if ! grep -A1 "^$t:" "$dir/client.log" | grep -q " = "; then
+        show "$dir/server.log" "$dir/client.log"
+        fail "qperf -cm1 $t: no figure"
+    fi
+done
 cat "$dir/client.log"

@@ -152,6 +152,10 @@ iwemu_rdmacm_test(qperf_rc_rdma_write_lat
 # the RNR wait too (each Immediate Data consumes a receive).
 iwemu_rdmacm_test(qperf_rc_rdma_write_bw
   ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_rdma_write_bw)
+# RFC 7306 atomics: qperf's CmpSwap and FetchAdd message rates (the QP's
+# REMOTE_ATOMIC right comes from rdma_init_qp_attr, docs/limits.md).
+iwemu_rdmacm_test(qperf_rc_atomics
+  ${RDMACM_HERE}/rdmacm_qperf.sh $<TARGET_FILE:iwemu_run> 127.0.0.1 rc_compare_swap_mr rc_fetch_add_mr)
 
 # rdma_reject / rdma_accept with private data and exit() right after: the
 # peer sees the answer every time (issue 24.4, the MPA Reply flushed at exit).

@@ -70,7 +70,8 @@ void setup(Side& s, rdma_cm_id* id)
     REQUIRE(s.cq);
     CHECK(ibv_req_notify_cq(s.cq, 0) == 0);
     s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
-                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                          IBV_ACCESS_REMOTE_ATOMIC);
     REQUIRE(s.mr);
     ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(s.cq, {16, 16, 2, 2, 64});
     REQUIRE(rdma_create_qp(id, s.pd, &ia) == 0);
@@ -239,7 +240,42 @@ int main()
         CHECK(ibv_post_send(c.id->qp, &wr, &bad) == EOPNOTSUPP && bad == &wr);
     }
 
-    // 4c. Blocking waits: each side's thread sleeps in ibv_get_cq_event with
+    // 4c. RFC 7306 atomics through libibverbs' wr.atomic (rkey at its own
+    //     offset), on a QP rdma_cm gave REMOTE_ATOMIC: the original value in
+    //     host order in the 8 local octets, COMP_SWAP / FETCH_ADD, byte_len 8.
+    {
+        uint64_t word = 0x1122334455667788ull;
+        std::memcpy(s.buf.data() + 57344, &word, 8);
+        auto atomic = [&](uint64_t wr_id, ibv_wr_opcode op, size_t local, uint64_t compare_add, uint64_t swap) {
+            ibv_sge sge{reinterpret_cast<uintptr_t>(c.buf.data() + local), 8, c.mr->lkey};
+            ibv_send_wr wr{};
+            wr.wr_id = wr_id;
+            wr.opcode = op;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.atomic.remote_addr = s_base + 57344;
+            wr.wr.atomic.rkey = s.mr->rkey;
+            wr.wr.atomic.compare_add = compare_add;
+            wr.wr.atomic.swap = swap;
+            ibv_send_wr* bad = nullptr;
+            return ibv_post_send(c.id->qp, &wr, &bad);
+        };
+        CHECK(atomic(46, IBV_WR_ATOMIC_FETCH_AND_ADD, 57344, 0x10, 0) == 0);
+        CHECK(atomic(47, IBV_WR_ATOMIC_CMP_AND_SWP, 57352, 0x1122334455667798ull, 42) == 0);
+        CHECK(next_wc(c, &wc) && wc.wr_id == 46 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD &&
+              wc.byte_len == 8);
+        CHECK(next_wc(c, &wc) && wc.wr_id == 47 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_COMP_SWAP &&
+              wc.byte_len == 8);
+        uint64_t got[2], now;
+        std::memcpy(got, c.buf.data() + 57344, 16);
+        std::memcpy(&now, s.buf.data() + 57344, 8);
+        CHECK(got[0] == 0x1122334455667788ull && got[1] == 0x1122334455667798ull && now == 42);
+        CHECK(atomic(48, IBV_WR_ATOMIC_FETCH_AND_ADD, 57344, 1, 0) == 0);  // still up
+        CHECK(next_wc(c, &wc) && wc.wr_id == 48 && wc.status == IBV_WC_SUCCESS);
+    }
+
+    // 4d. Blocking waits: each side's thread sleeps in ibv_get_cq_event with
     //     nothing queued (the shim lets that thread receive itself,
     //     emulator/rx_event_waiter.cpp) through a SEND ping-pong, while a
     //     SIGALRM handler installed with SA_RESTART fires every 2 ms: like

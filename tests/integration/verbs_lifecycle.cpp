@@ -42,7 +42,7 @@ void check_identity(ibv_context* ctx)
     CHECK(dev.phys_port_cnt == 1);
     CHECK(dev.max_qp_rd_atom >= 1 && dev.max_qp_rd_atom <= 255);  // librdmacm stores uint8
     CHECK(dev.max_qp_init_rd_atom >= 1 && dev.max_qp_init_rd_atom <= 255);
-    CHECK(dev.atomic_cap == IBV_ATOMIC_NONE);
+    CHECK(dev.atomic_cap == IBV_ATOMIC_HCA);  // RFC 7306 atomics (emulator/atomics.cpp)
     CHECK(dev.node_guid == ibv_get_device_guid(ctx->device));
     CHECK(ctx->device->transport_type == IBV_TRANSPORT_IWARP);
     CHECK(ctx->device->node_type == IBV_NODE_RNIC);
@@ -202,7 +202,7 @@ int main()
     errno = 0;
     CHECK(ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_REMOTE_WRITE) == nullptr);  // needs LOCAL_WRITE
     CHECK(ibv_dealloc_pd(pd) == EBUSY);  // MR still in it
-    // qperf always asks for REMOTE_ATOMIC; ib_core accepts it on any device.
+    // qperf always asks for REMOTE_ATOMIC (RFC 7306 atomics use it).
     ibv_mr* mr_atomic = ibv_reg_mr(pd, buf.data(), 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
     CHECK(mr_atomic != nullptr);
     if (mr_atomic) CHECK(ibv_dereg_mr(mr_atomic) == 0);
