@@ -191,11 +191,12 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         case WrOpcode::rdma_write:
         case WrOpcode::rdma_read:
         case WrOpcode::local_inv: break;
+        case WrOpcode::bind_mw: rc = check_bind_post(wr, st); break;  // memory_window.cpp
         case WrOpcode::rdma_write_with_imm:  // RDMA Write + RFC 7306 Immediate Data
             if (!rfc7306_) rc = EOPNOTSUPP;
             break;
         // Atomics (RFC 7306 §5) are not implemented; send_with_imm has no RFC
-        // 7306 form that consumes one receive WQE (docs/limits.md); bind_mw.
+        // 7306 form that consumes one receive WQE (docs/limits.md).
         default: rc = EOPNOTSUPP;
         }
         if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
@@ -203,7 +204,8 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         uint64_t total = 0;
         for (uint32_t s = 0; !rc && s < wr.num_sge; ++s) total += wr.sg_list[s].length;
         if (!rc && total > limits::max_msg_size) rc = EINVAL;
-        const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv;
+        const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv &&
+                         wr.opcode != WrOpcode::bind_mw;
         if (!rc && inl && (total > max_inline_ || wr.opcode == WrOpcode::rdma_read)) rc = EINVAL;
         if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
         if (rc) {
@@ -219,6 +221,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
                            ? WcOpcode::rdma_write
                        : wr.opcode == WrOpcode::rdma_read ? WcOpcode::rdma_read
                        : wr.opcode == WrOpcode::local_inv ? WcOpcode::local_inv
+                       : wr.opcode == WrOpcode::bind_mw   ? WcOpcode::bind_mw
                                                           : WcOpcode::send;
             c.qp_num = qp_num_;
             complete(init_.send_cq, c, false);
@@ -251,6 +254,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             w.num_sge = wr.num_sge;
             for (uint32_t s = 0; s < wr.num_sge; ++s) w.sge[s] = wr.sg_list[s];
         }
+        if (wr.opcode == WrOpcode::bind_mw) queue_bind(w, wr.bind);
         ++sq_tail_;
     }
     if (fd_.load(std::memory_order_relaxed) >= 0) {
@@ -709,6 +713,7 @@ static WcOpcode wc_opcode_of(WrOpcode op)
     case WrOpcode::rdma_write: return WcOpcode::rdma_write;
     case WrOpcode::rdma_read: return WcOpcode::rdma_read;
     case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
     default: return WcOpcode::send;
     }
 }

@@ -13,6 +13,7 @@ namespace iwemu {
 
 class ProtectionDomain;
 class MemoryRegion;
+class MemoryWindow;
 class CompletionQueue;
 class SharedReceiveQueue;
 class QueuePair;
@@ -145,6 +146,24 @@ enum class AsyncEventType : uint32_t {
     gid_change = 18,
 };
 
+// == enum ibv_mw_type
+enum class MwType : uint32_t {
+    type1 = 1,
+    type2 = 2,
+};
+
+// == struct ibv_send_wr.bind_mw (the ibv_mw_bind_info in it, flattened):
+// what a Bind Memory Window work request needs.  ibv_bind_mw (type 1) is
+// posted as this too, with rkey = ibv_inc_rkey(the window's rkey).
+struct MwBind {
+    MemoryWindow* mw = nullptr;
+    MemoryRegion* mr = nullptr;   // nullptr (or length 0): unbind, type 1 only
+    uint64_t addr = 0;            // first octet of the window, a Tagged Offset of mr
+    uint64_t length = 0;
+    uint32_t rkey = 0;            // the window's STag after the bind: its index, a new 8-bit key
+    uint32_t access = 0;          // access_remote_* (access_local_write ignored; access_zero_based refused)
+};
+
 // == struct ibv_sge
 struct Sge {
     uint64_t addr = 0;
@@ -163,6 +182,7 @@ struct SendWr {
     uint32_t rkey = 0;            // RDMA Write / Read: remote STag
     uint32_t invalidate_rkey = 0; // send_with_inv: STag the peer invalidates; local_inv: local STag
     uint32_t imm_data = 0;        // rdma_write_with_imm, host order (send_with_imm: EOPNOTSUPP)
+    MwBind bind;                  // bind_mw only (read for no other opcode)
 };
 
 // == struct ibv_recv_wr

@@ -233,6 +233,9 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad)
             case IBV_WR_RDMA_WRITE_WITH_IMM:
                 s.imm_data = be32toh(wr->imm_data);
                 break;
+            case IBV_WR_BIND_MW:  // mw.cpp
+                s.bind = to_emu_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info);
+                break;
             default:
                 break;
             }
