@@ -57,22 +57,21 @@ public:
 private:
     friend class StagTable;
     enum class State : uint8_t { free, valid, invalid };
+    // Hot fields first, the window's cold ones last; the window's 32-bit
+    // fields sit in what was padding (a region's entry grew by 16 octets).
     std::atomic<State> state_{State::free};
     uint8_t window_ = 0;  // 0: a region; 1 or 2: a window of that type (then pd/access/iova/length are its own)
     std::atomic<uint32_t> users_{0};
     uint32_t stag_ = 0;
+    uint32_t bound_stag_ = 0;  // window: its region's STag when bound (a slot re-registered since has a new key)
     uint8_t* host_ = nullptr;
     uint64_t iova_ = 0;
     uint64_t length_ = 0;
     uint32_t access_ = 0;
+    std::atomic<uint32_t> windows_{0};  // region: windows bound to it
     ProtectionDomain* pd_ = nullptr;
-    // Window: the region it is bound to and that region's STag when bound
-    // (a slot re-registered since has a new key); type 2: the stream (QP) it
-    // is associated with.  Region: how many windows are bound to it.
-    MemoryRegion* bound_ = nullptr;
-    uint32_t bound_stag_ = 0;
-    std::atomic<uint32_t> windows_{0};
-    uint64_t stream_ = 0;
+    MemoryRegion* bound_ = nullptr;  // window: the region it is bound to
+    uint64_t stream_ = 0;            // type 2 window: the stream (QP) it is associated with
 };
 
 // ibv_alloc_mw's object: the window's slot in the table, its type and PD.

@@ -197,7 +197,6 @@ TEST_F(WindowTable, DeallocInvalidatesAndTheSlotComesBackWithAnotherKey)
     ASSERT_EQ(t().bind_window(mw->entry(), b, pd, 5), 0);
     MemoryRegion* entry = mw->entry();
     ASSERT_EQ(emu.dealloc_mw(mw), 0);
-    StagError e;
     EXPECT_EQ(refused(t(), b.rkey, pd, access_remote_write, base, 64, 5), StagError::invalid_stag);
     // A bind queued for the freed window fails instead of touching it.
     EXPECT_EQ(t().bind_window(entry, b, pd, 5), EINVAL);
