@@ -212,6 +212,50 @@ TEST_F(WindowTable, DeallocInvalidatesAndTheSlotComesBackWithAnotherKey)
     EXPECT_EQ(t().windows(), 0u);
 }
 
+// Lookups through a window racing with its rebinds and invalidations: every
+// lookup that succeeds hands back the region, pinned, inside the window's
+// range as some bind set it; no pin is lost (the deregistration at the end
+// would wait forever) and the rebinding thread never waits on a lookup for long.
+TEST_F(WindowTable, LookupsRacingWithBindsAndInvalidations)
+{
+    MemoryWindow* mw;
+    ASSERT_EQ(emu.alloc_mw(pd, MwType::type2, &mw), 0);
+    const uint32_t index = mw->rkey() & ~0xFFu;
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> hits{0}, misses{0}, wrong{0};
+    std::thread reader([&] {
+        uint32_t key = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+            StagError e;
+            // Any key: the reader does not know which one is bound now.
+            MemoryRegion* got = t().acquire(index | (key++ & 0xFF), pd, access_remote_write, base + 512, 256, &e, 9);
+            if (!got) {
+                misses.fetch_add(1, std::memory_order_relaxed);
+                continue;
+            }
+            if (got != mr || !got->contains(base + 512, 256)) wrong.fetch_add(1, std::memory_order_relaxed);
+            hits.fetch_add(1, std::memory_order_relaxed);
+            StagTable::release(got);
+        }
+    });
+    MwBind b = bind_of(mw, mr, base, 1024, access_remote_write);
+    ASSERT_TRUE(wait_until([&] { return misses.load() > 0; }, 5s));  // the reader runs
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    for (int i = 0; i < 20000 || (hits.load() < 100 && std::chrono::steady_clock::now() < end); ++i) {
+        b.rkey = next_rkey(b.rkey);
+        b.addr = base + (i % 2 ? 0 : 256);  // both ranges hold [512, 768)
+        ASSERT_EQ(t().bind_window(mw->entry(), b, pd, 9), 0);
+        ASSERT_EQ(t().invalidate(b.rkey, pd, 9), StagError::none);
+    }
+    stop = true;
+    reader.join();
+    EXPECT_EQ(wrong.load(), 0u);
+    EXPECT_GE(hits.load(), 100u);
+    EXPECT_EQ(emu.dealloc_mw(mw), 0);
+    EXPECT_EQ(emu.dereg_mr(mr), 0);  // returns: no pin was lost
+    mr = nullptr;
+}
+
 TEST_F(WindowTable, AtMostMaxMw)
 {
     StagTable small(16, 1, 3);
