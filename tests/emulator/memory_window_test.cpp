@@ -283,9 +283,10 @@ int post_bind(Side& s, const MwBind& b, uint64_t wr_id, uint32_t flags = send_si
 
 // A's memory, a window over part of it, B's buffers.
 struct WindowPair {
-    LoopbackPair p;
+    // The buffers before the pair: the endpoints (and their threads) go first.
     std::vector<uint8_t> mem = std::vector<uint8_t>(8192);  // on a
     std::vector<uint8_t> src = std::vector<uint8_t>(4096), dst = std::vector<uint8_t>(4096);  // on b
+    LoopbackPair p;
     MemoryRegion* mr = nullptr;
     MemoryRegion* smr = nullptr;
     MemoryRegion* dmr = nullptr;
@@ -583,9 +584,20 @@ TEST(WindowBind, TypeTwoWindowRefusesAnotherQpOfItsPd)
     ASSERT_TRUE(wait_until([&] { return qa2->state() == QpState::err; }, 5s));
     EXPECT_EQ(qa2->last_terminate_sent().code, code(1, 1, 0x02));
     EXPECT_EQ(w.mem[0], 0);
-    // The QP that bound it still writes through it.
+    // The QP that bound it still writes through it (the Read behind the
+    // Write completes once the Write was placed).
     ASSERT_EQ(w.p.b->post_send(WrOpcode::rdma_write, w.src.data(), 64, w.smr, 2, w.at(0), b.rkey), 0);
-    ASSERT_TRUE(wait_until([&] { return w.mem[63] == 0xEE; }, 5s));
+    ASSERT_EQ(w.p.b->post_send(WrOpcode::rdma_read, w.dst.data(), 64, w.dmr, 3, w.at(0), b.rkey), 0);
+    std::vector<Completion> done;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            for (const Completion& c : w.p.b->wait(w.p.b->scq, 1, 1ms)) done.push_back(c);
+            return done.size() >= 2;
+        },
+        5s));
+    for (const Completion& c : done) EXPECT_EQ(c.status, WcStatus::success);
+    EXPECT_EQ(w.mem[63], 0xEE);
+    EXPECT_EQ(w.dst[63], 0xEE);
     EXPECT_EQ(w.p.a->qp->state(), QpState::rts);
 }
 
