@@ -191,7 +191,8 @@ bool QueuePair::rx_handle_atomic_request()
         return fail(rdmap_prot(ec::rdmap_access_rights_violation), AsyncEventType::qp_access_err);
     StagError e;
     MemoryRegion* target =
-        emu_.stags().acquire(req->remote_stag, pd_, access_remote_atomic, req->remote_to, sizeof(uint64_t), &e);
+        emu_.stags().acquire(req->remote_stag, pd_, access_remote_atomic, req->remote_to, sizeof(uint64_t), &e,
+                             stream_id_);
     if (!target) return fail(target_code(e), AsyncEventType::qp_access_err);
     if (req->remote_to % sizeof(uint64_t) != 0) {
         StagTable::release(target);

@@ -26,6 +26,7 @@ inline constexpr uint32_t max_cqe = 4 * 1024 * 1024;    // siw: 3.2M
 inline constexpr uint32_t max_mr = 1024 * 1024;         // siw: 1M (STag index is 24 bits)
 inline constexpr uint64_t max_mr_size = uint64_t{1} << 40;  // no pinning, any size
 inline constexpr uint32_t max_pd = 100 * 1024;          // siw: 100K
+inline constexpr uint32_t max_mw = 64 * 1024;           // siw: 0 (no windows); share the STag index space with MRs
 inline constexpr uint32_t max_ord = 128;                // siw: 128
 inline constexpr uint32_t max_ird = 128;                // siw: 128
 inline constexpr uint32_t max_srq = 100 * 1024;         // siw: 100K
@@ -61,7 +62,7 @@ struct DeviceAttributes {
     uint32_t max_res_rd_atom = limits::max_ird * 1024;
     uint32_t max_qp_init_rd_atom = limits::max_ord;  // outbound Reads per QP (ORD)
     uint32_t atomic_cap = atomic_cap_none;            // set from Config::rfc7306 (emulator.cpp)
-    uint32_t max_mw = 0;
+    uint32_t max_mw = limits::max_mw;
     uint32_t max_srq = limits::max_srq;
     uint32_t max_srq_wr = limits::max_srq_wr;
     uint32_t max_srq_sge = limits::max_srq_sge;

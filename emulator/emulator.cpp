@@ -102,7 +102,8 @@ void Emulator::forget_after_fork()
     qps_.clear();
 }
 
-Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_mr, config.stag_key_seed)
+Emulator::Emulator(const Config& config)
+    : config_(config), stags_(limits::max_mr, config.stag_key_seed, limits::max_mw)
 {
     g_log_level.store(static_cast<int>(config_.log_level), std::memory_order_relaxed);
     // Both before any connection exists.
@@ -112,8 +113,10 @@ Emulator::Emulator(const Config& config) : config_(config), stags_(limits::max_m
     // QP numbers start at a random point (like RNICs do) but stay below 2^24.
     next_qpn_ = 16 + (rd() & 0xFFFF);
     device_.fw_ver = firmware_version;
-    // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered.
-    device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */;
+    // IBV_DEVICE_MEM_MGT_EXTENSIONS (local invalidate), SRQ resize not offered;
+    // memory windows of type 1 and 2B (IBV_DEVICE_MEM_WINDOW, _TYPE_2B:
+    // a type 2 window is associated with its QP and PD, memory_window.cpp).
+    device_.device_cap_flags = (1u << 21) | (1u << 7) /* CURR_QP_STATE_MOD */ | (1u << 17) | (1u << 24);
     // RFC 7306 atomics, atomic with respect to each other across all QPs of
     // this process (atomics.cpp): IBV_ATOMIC_HCA.
     device_.atomic_cap = config_.rfc7306 ? atomic_cap_hca : atomic_cap_none;
@@ -270,7 +273,24 @@ int Emulator::dereg_mr(MemoryRegion* mr)
 {
     if (!mr || !mr->pd()) return EINVAL;
     ProtectionDomain* pd = mr->pd();
-    stags_.deregister(mr);
+    if (int err = stags_.deregister(mr)) return err;
+    pd->users_.fetch_sub(1, std::memory_order_acq_rel);
+    return 0;
+}
+
+int Emulator::alloc_mw(ProtectionDomain* pd, MwType type, MemoryWindow** out)
+{
+    if (!pd || !out) return EINVAL;
+    int rc = stags_.allocate_window(pd, type, out);
+    if (rc == 0) pd->users_.fetch_add(1, std::memory_order_acq_rel);
+    return rc;
+}
+
+int Emulator::dealloc_mw(MemoryWindow* mw)
+{
+    if (!mw) return EINVAL;
+    ProtectionDomain* pd = mw->pd();
+    stags_.free_window(mw);
     pd->users_.fetch_sub(1, std::memory_order_acq_rel);
     return 0;
 }
@@ -282,7 +302,10 @@ int Emulator::rereg_mr(MemoryRegion* mr, ProtectionDomain* pd, void* addr, uint6
     if (int err = check_region(addr, length, iova, access)) return err;
     ProtectionDomain* old_pd = mr->pd();
     if (pd != old_pd) pd->users_.fetch_add(1, std::memory_order_acq_rel);
-    stags_.reregister(mr, pd, addr, length, iova, access);
+    if (int err = stags_.reregister(mr, pd, addr, length, iova, access)) {
+        if (pd != old_pd) pd->users_.fetch_sub(1, std::memory_order_acq_rel);
+        return err;
+    }
     if (pd != old_pd) old_pd->users_.fetch_sub(1, std::memory_order_acq_rel);
     return 0;
 }

@@ -78,12 +78,18 @@ public:
     // EINVAL: length 0 or > max_mr_size, remote write without local write (IB rule).
     int reg_mr(ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access,
                MemoryRegion** out);
+    // EINVAL while memory windows are bound to it (IBA 10.6.7.2.6, as rxe).
     int dereg_mr(MemoryRegion* mr);
     // ibv_rereg_mr: what is not to change is passed as the MR's current
-    // value; the STag stays.  EINVAL as reg_mr.
+    // value; the STag stays.  EINVAL as reg_mr, and while windows are bound to it.
     int rereg_mr(MemoryRegion* mr, ProtectionDomain* pd, void* addr, uint64_t length, uint64_t iova,
                  uint32_t access);
 
+    // ibv_alloc_mw: an unbound window of type 1 or 2 (EINVAL other types,
+    // ENOMEM beyond max_mw).  Bound by a bind_mw work request (SendWr::bind).
+    int alloc_mw(ProtectionDomain* pd, MwType type, MemoryWindow** out);
+    // Invalidates it if bound (remote access through it fails at once).
+    int dealloc_mw(MemoryWindow* mw);
     // cqe: requested size; the CQ holds at least that many (EINVAL if 0 or above max_cqe).
     int create_cq(uint32_t cqe, CompletionQueue** out);
     int destroy_cq(CompletionQueue* cq);  // EBUSY while a QP uses it

@@ -35,6 +35,7 @@ static WcOpcode wc_opcode_of(WrOpcode op)
     case WrOpcode::rdma_write: return WcOpcode::rdma_write;
     case WrOpcode::rdma_read: return WcOpcode::rdma_read;
     case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
     case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
     case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
     default: return WcOpcode::send;
@@ -215,6 +216,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         case WrOpcode::rdma_write:
         case WrOpcode::rdma_read:
         case WrOpcode::local_inv: break;
+        case WrOpcode::bind_mw: rc = check_bind_post(wr, st); break;  // memory_window.cpp
         case WrOpcode::rdma_write_with_imm:  // RDMA Write + RFC 7306 Immediate Data
             if (!rfc7306_) rc = EOPNOTSUPP;
             break;
@@ -226,7 +228,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             else if (wr.remote_addr % sizeof(uint64_t) != 0) rc = EINVAL;
             break;
         // send_with_imm has no RFC 7306 form that consumes one receive WQE
-        // (docs/limits.md); bind_mw.
+        // (docs/limits.md).
         default: rc = EOPNOTSUPP;
         }
         if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
@@ -236,7 +238,8 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         if (!rc && total > limits::max_msg_size) rc = EINVAL;
         // An atomic returns exactly the 8 octets of the target's original value.
         if (!rc && is_atomic(wr.opcode) && total != sizeof(uint64_t)) rc = EINVAL;
-        const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv;
+        const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv &&
+                         wr.opcode != WrOpcode::bind_mw;
         if (!rc && inl && (total > max_inline_ || awaits_response(wr.opcode))) rc = EINVAL;
         if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
         if (rc) {
@@ -294,6 +297,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             std::memcpy(w.inline_buf, &wr.compare_add, sizeof wr.compare_add);
             std::memcpy(w.inline_buf + sizeof wr.compare_add, &wr.swap, sizeof wr.swap);
         }
+        if (wr.opcode == WrOpcode::bind_mw) queue_bind(w, wr.bind);
         ++sq_tail_;
     }
     if (fd_.load(std::memory_order_relaxed) >= 0) {

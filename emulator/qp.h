@@ -112,6 +112,9 @@ public:
     // ---- verbs ------------------------------------------------------------
     uint32_t qp_num() const { return qp_num_; }
     ProtectionDomain* pd() const { return pd_; }
+    // Never reused in the process (QP numbers are): what a type 2 memory
+    // window is associated with (memory_window.cpp).
+    uint64_t stream_id() const { return stream_id_; }
     QpState state() const { return state_.load(std::memory_order_acquire); }
     const QpInitAttr& init_attr() const { return init_; }
 
@@ -127,9 +130,10 @@ public:
     //   ENOMEM  queue full (as siw)
     //   EINVAL  atomics: remote_addr not 8-octet aligned, not exactly 8
     //           octets of local buffer, or inline (as rxe)
-    //   EOPNOTSUPP  send_with_imm, bind_mw; rdma_write_with_imm and atomics
+    //   EOPNOTSUPP  send_with_imm; rdma_write_with_imm and atomics
     //               when RFC 7306 is off (config rfc7306)
-    //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS)
+    //   EINVAL  posting in RESET (SQ: also INIT/RTR are accepted: queued until RTS;
+    //           not bind_mw, which needs RTS, as rxe); bind_mw without a window or with SGEs
     // In ERR every WR completes at once with wr_flush_err.  Never allocates.
     // whole (ibv_wr_complete): all n WRs are posted or none is -- ENOMEM with
     // *bad = the first that would not fit, or the first WR's error.
@@ -406,6 +410,12 @@ private:
     void defer_locked(std::optional<AsyncEventType> a, std::optional<QpConnectionEvent> c);
     void drain_deferred();
 
+    // -- memory_window.cpp: Bind Memory Window work requests
+    int check_bind_post(const SendWr& wr, QpState st) const;  // post time: 0 or EINVAL
+    void queue_bind(SendWqe& w, const MwBind& bind);          // post time: kept in the WQE
+    bool tx_bind_mw_locked(SendWqe& w);                       // at the SQ head: bind, complete
+    static uint64_t next_stream_id();
+
     // -- qp.cpp
     int post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* rx_assist, bool whole);
     size_t build_rtr_locked(RtrType type);
@@ -431,6 +441,7 @@ private:
     Emulator& emu_;
     const uint32_t qp_num_;
     ProtectionDomain* const pd_;
+    const uint64_t stream_id_ = next_stream_id();
     QpInitAttr init_;
     uint32_t access_flags_ = 0;
     // Created in IDLE, which an iWARP RNIC reports as INIT (kernel siw maps

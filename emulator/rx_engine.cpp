@@ -408,7 +408,7 @@ bool QueuePair::rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len)
 {
     if (len == 0) return true;  // zero-length: STag and TO are not checked (RFC 5041 §5.2, RTR)
     StagError e;
-    MemoryRegion* mr = emu_.stags().acquire(h.stag, pd_, access_remote_write, h.to, len, &e);
+    MemoryRegion* mr = emu_.stags().acquire(h.stag, pd_, access_remote_write, h.to, len, &e, stream_id_);
     if (!mr) {
         rx_fail(tagged_code(e), {rx_control_.data(), rx_control_len_}, rx_ulen_,
                 AsyncEventType::qp_access_err, WcStatus::success);
@@ -607,7 +607,7 @@ bool QueuePair::rx_on_segment_end()
         const auto op = static_cast<wire::RdmapOpcode>(rx_opcode_);
         if (op == wire::RdmapOpcode::send_with_invalidate || op == wire::RdmapOpcode::send_with_se_and_invalidate) {
             // RFC 5040 §5.3: after delivery, invalidate; only an STag of this stream's PD.
-            if (emu_.stags().invalidate(rx_hdr_.rsvdulp1, pd_) != StagError::none) {
+            if (emu_.stags().invalidate(rx_hdr_.rsvdulp1, pd_, stream_id_) != StagError::none) {
                 rx_fail(rdmap_prot(ec::rdmap_stag_cannot_be_invalidated), {rx_control_.data(), rx_control_len_},
                         rx_ulen_, AsyncEventType::qp_access_err, WcStatus::rem_inv_req_err);
                 return false;
@@ -664,7 +664,7 @@ bool QueuePair::rx_handle_read_request()
     if (rr->rdma_read_message_size > 0) {
         StagError e;
         source = emu_.stags().acquire(rr->data_source_stag, pd_, access_remote_read, rr->data_source_to,
-                                      rr->rdma_read_message_size, &e);
+                                      rr->rdma_read_message_size, &e, stream_id_);
         if (source && (source->access() & access_on_demand) &&
             !odp_readable(source->at(rr->data_source_to), rr->rdma_read_message_size)) {
             // Unmapped behind an ODP STag: outside the memory the STag names now.

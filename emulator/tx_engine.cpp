@@ -230,6 +230,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
             sq_complete_in_order_locked();
             return true;
         }
+        if (w.opcode == WrOpcode::bind_mw) return tx_bind_mw_locked(w);  // memory_window.cpp
         if (awaits_response(w.opcode)) {  // Reads and atomics share ORD (RFC 7306 §5.2)
             if (ord_ == 0) {
                 tx_local_error_locked(w, WcStatus::loc_qp_op_err);
@@ -401,10 +402,11 @@ bool QueuePair::tx_build_read_response_segment_locked()
 bool QueuePair::tx_build_next_locked()
 {
     if (!tx_gate_open_) {
-        // Local operations need no wire: a Local Invalidate at the head runs
-        // even while a Responder still waits for the first inbound FPDU.
+        // Local operations need no wire: a Local Invalidate or a Bind at the
+        // head runs even while a Responder still waits for the first inbound FPDU.
         if (tx_msg_ == TxMessage::none && sq_tx_ < sq_tail_ && state_.load() == QpState::rts &&
-            sq_[sq_tx_ % sq_.size()].opcode == WrOpcode::local_inv)
+            (sq_[sq_tx_ % sq_.size()].opcode == WrOpcode::local_inv ||
+             sq_[sq_tx_ % sq_.size()].opcode == WrOpcode::bind_mw))
             return tx_build_sq_segment_locked(sq_[sq_tx_ % sq_.size()]);
         return false;
     }

@@ -13,6 +13,7 @@ namespace iwemu {
 
 class ProtectionDomain;
 class MemoryRegion;
+class MemoryWindow;
 class CompletionQueue;
 class SharedReceiveQueue;
 class QueuePair;
@@ -148,6 +149,24 @@ enum class AsyncEventType : uint32_t {
     gid_change = 18,
 };
 
+// == enum ibv_mw_type
+enum class MwType : uint32_t {
+    type1 = 1,
+    type2 = 2,
+};
+
+// == struct ibv_send_wr.bind_mw (the ibv_mw_bind_info in it, flattened):
+// what a Bind Memory Window work request needs.  ibv_bind_mw (type 1) is
+// posted as this too, with rkey = ibv_inc_rkey(the window's rkey).
+struct MwBind {
+    MemoryWindow* mw = nullptr;
+    MemoryRegion* mr = nullptr;   // nullptr (or length 0): unbind, type 1 only
+    uint64_t addr = 0;            // first octet of the window, a Tagged Offset of mr
+    uint64_t length = 0;
+    uint32_t rkey = 0;            // the window's STag after the bind: its index, a new 8-bit key
+    uint32_t access = 0;          // access_remote_* (access_local_write ignored; access_zero_based refused)
+};
+
 // == struct ibv_sge
 struct Sge {
     uint64_t addr = 0;
@@ -168,11 +187,7 @@ struct SendWr {
     uint32_t imm_data = 0;        // rdma_write_with_imm, host order (send_with_imm: EOPNOTSUPP)
     uint64_t compare_add = 0;     // atomics (wr.atomic.compare_add): CmpSwap compare value, FetchAdd addend
     uint64_t swap = 0;            // atomic_cmp_and_swp: the value stored when the compare matches
-    // bind_mw: the window whose STag is invalidate_rkey takes the STag rkey and
-    // covers [remote_addr, remote_addr + bind_length) of the MR bind_lkey.
-    uint64_t bind_length = 0;
-    uint32_t bind_lkey = 0;
-    uint32_t bind_access = 0;     // access_* bits
+    MwBind bind;                  // bind_mw only (read for no other opcode)
 };
 
 // == struct ibv_recv_wr

@@ -92,6 +92,10 @@ void unregister_context(Context* ctx)
         cq->~Cq();
         free(cq);
     }
+    for (Mw* mw : objs->mws) {  // before the MRs they may be bound to
+        emu().dealloc_mw(mw->emu);
+        free(mw);
+    }
     for (Mr* mr : objs->mrs) {
         emu().dereg_mr(mr->emu);
         free(mr);

@@ -124,7 +124,9 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* private_data)
 
     verbs_set_ops(&ctx->vctx, &kContextOps);
     verbs_set_ops(&ctx->vctx, &kQueryOps);
-    for (const verbs_context_ops* ops : {&kPdMrOps, &kCqOps, &kCqExOps, &kSrqOps, &kQpOps, &kParentDomainOps, &kOdpOps}) verbs_set_ops(&ctx->vctx, ops);
+    for (const verbs_context_ops* ops :
+         {&kPdMrOps, &kMwOps, &kCqOps, &kCqExOps, &kSrqOps, &kQpOps, &kParentDomainOps, &kOdpOps})
+        verbs_set_ops(&ctx->vctx, ops);
     register_context(ctx);
     return &ctx->vctx;
 }

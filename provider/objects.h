@@ -36,6 +36,9 @@ static_assert(qp_attr_cap == IBV_QP_CAP && qp_attr_dest_qpn == IBV_QP_DEST_QPN);
 static_assert(static_cast<int>(AsyncEventType::gid_change) == IBV_EVENT_GID_CHANGE);
 static_assert(wc_with_inv == IBV_WC_WITH_INV && wc_with_imm == IBV_WC_WITH_IMM);
 static_assert(srq_attr_limit == IBV_SRQ_LIMIT);
+static_assert(static_cast<int>(MwType::type2) == IBV_MW_TYPE_2 && static_cast<int>(WrOpcode::bind_mw) == IBV_WR_BIND_MW);
+static_assert(static_cast<int>(WcOpcode::bind_mw) == IBV_WC_BIND_MW && static_cast<int>(WcStatus::mw_bind_err) == IBV_WC_MW_BIND_ERR);
+static_assert(access_mw_bind == IBV_ACCESS_MW_BIND && access_remote_atomic == IBV_ACCESS_REMOTE_ATOMIC);
 // ibv_sge is passed to the emulator as is.
 static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey) &&
               offsetof(Sge, length) == offsetof(ibv_sge, length));
@@ -77,6 +80,10 @@ int dealloc_parent_domain(Pd* pd);
 struct Mr {
     verbs_mr vmr;
     MemoryRegion* emu;
+};
+struct Mw {
+    ibv_mw ibv;
+    MemoryWindow* emu;
 };
 // Our end of a completion channel (a pipe, kmod-shim/comp_channel.h), one
 // per channel, shared by its CQs.  Owned by the CQs' event handlers (and any
@@ -143,6 +150,7 @@ struct ContextObjects {
     std::mutex lock;
     std::unordered_set<Pd*> pds;
     std::unordered_set<Mr*> mrs;
+    std::unordered_set<Mw*> mws;
     std::unordered_set<Cq*> cqs;
     std::unordered_set<Srq*> srqs;
     std::unordered_set<Qp*> qps;
@@ -165,6 +173,10 @@ inline void untrack(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*se
 }
 
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
+// The emulator's form of a bind WR's ibv_send_wr.bind_mw (mw.cpp); also for
+// ibv_qp_ex's wr_bind_mw.  A NULL mw is left for the emulator to refuse.
+MwBind to_emu_bind(ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& info);
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 
 // A CQ with its emulator side and channel hook-up (cq.cpp); errno set on failure.

@@ -48,6 +48,7 @@ void unregister_context(Context* ctx);
 // Operation tables installed by alloc_context (one per file).
 extern const verbs_context_ops kQueryOps;
 extern const verbs_context_ops kPdMrOps;
+extern const verbs_context_ops kMwOps;
 extern const verbs_context_ops kCqOps;
 extern const verbs_context_ops kCqExOps;
 extern const verbs_context_ops kSrqOps;

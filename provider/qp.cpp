@@ -260,6 +260,9 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad)
                 s.compare_add = wr->wr.atomic.compare_add;
                 s.swap = wr->wr.atomic.swap;
                 break;
+            case IBV_WR_BIND_MW:  // mw.cpp
+                s.bind = to_emu_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info);
+                break;
             default:
                 break;
             }

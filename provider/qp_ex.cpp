@@ -160,12 +160,7 @@ void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
         set_err(of(q)->ex, EINVAL);
         return;
     }
-    w->invalidate_rkey = mw->rkey;
-    w->rkey = rkey;
-    w->remote_addr = info->addr;
-    w->bind_length = info->length;
-    w->bind_lkey = info->mr ? info->mr->lkey : 0;
-    w->bind_access = info->mw_access_flags;
+    w->bind = to_emu_bind(mw, rkey, *info);  // the window by pointer: its STag changes with each bind
     of(q)->ex->cur = nullptr;  // no data setter applies
 }
 

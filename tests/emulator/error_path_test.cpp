@@ -292,7 +292,7 @@ TEST(ErrorPath, Rfc7306RefusedLocally)
     Bufs b(p);
     // rdma_write_with_imm is RFC 7306 Immediate Data (immediate_data_test.cpp),
     // atomics are RFC 7306 Atomic Operations (atomics_test.cpp).
-    for (WrOpcode op : {WrOpcode::send_with_imm, WrOpcode::bind_mw}) {
+    for (WrOpcode op : {WrOpcode::send_with_imm}) {
         EXPECT_EQ(p.a->post_send(op, b.src.data(), 8, b.smr, 1, b.daddr(), b.dmr->rkey()), EOPNOTSUPP);
     }
     EXPECT_EQ(p.a->qp->state(), QpState::rts);

@@ -5,10 +5,13 @@
 // put there -- a wrong offset reads garbage and fails here.
 #include <infiniband/verbs.h>
 
+#include <fcntl.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sys/sysmacros.h>
+#include <initializer_list>
 
 #include "check.h"
 #include "rc_qp_attr.h"
@@ -114,8 +117,22 @@ int main()
                 CHECK(ibv_destroy_qp(qp) == 0);
             }
         }
+        // Memory windows: ibv_mw filled as the kernel path fills it; no type 3.
+        for (ibv_mw_type type : {IBV_MW_TYPE_1, IBV_MW_TYPE_2}) {
+            ibv_mw* mw = ibv_alloc_mw(pd, type);
+            CHECK(mw != nullptr);
+            if (!mw) continue;
+            CHECK(mw->context == ctx && mw->pd == pd && mw->type == type && (mw->rkey >> 8) != 0);
+            CHECK(ibv_dealloc_mw(mw) == 0);
+        }
+        errno = 0;
+        CHECK(ibv_alloc_mw(pd, static_cast<ibv_mw_type>(3)) == nullptr && errno == EINVAL);
         // Unsupported verbs answer like rdma-core's dummies.
-        CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == nullptr && errno == EOPNOTSUPP);
+        ibv_xrcd_init_attr xattr{};
+        xattr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+        xattr.fd = -1;
+        xattr.oflags = O_CREAT;
+        CHECK(ibv_open_xrcd(ctx, &xattr) == nullptr && errno == EOPNOTSUPP);
         if (cq) CHECK(ibv_destroy_cq(cq) == 0);
         if (pd) CHECK(ibv_dealloc_pd(pd) == 0);
         CHECK(ibv_close_device(ctx) == 0);
