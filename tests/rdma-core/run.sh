@@ -88,6 +88,15 @@ not_applicable_errors = {
     "test_mr_rereg_access": write_not_yet_placed,
     "test_odp_rc_rdma_write": write_not_yet_placed,
     "test_qp_ex_rc_rdma_write": write_not_yet_placed,
+    # Memory windows: the Writes through a window are placed, but the test
+    # reads the target right after the sender's completion (as above).
+    **{name: write_not_yet_placed
+       for name in ("test_mw_type1", "test_mw_type2", "test_invalidate_mw_type1", "test_mw_type2_invalidate_local",
+                    "test_mw_type2_invalidate_remote", "test_mw_type2_invalidate_dealloc")},
+    # InfiniBand acknowledges a Write: its completion carries the responder's
+    # access error.  An iWARP Write completes Success when TCP took it; the
+    # Terminate comes after (verbs_mw checks that the Write is refused).
+    "test_qp_ex_rc_bind_mw": r"Completion status is Success",
 }
 log = open(sys.argv[1], errors="replace").read()
 ran = re.search(r"^Ran (\d+) tests", log, re.M)
