@@ -27,8 +27,9 @@
 // wait ended), until the peer shows it has read our stream: the Response to
 // a Read RTR, or its first FPDU when it cannot have sent that before its QP
 // took the socket -- an Initiator's, or a Responder's to a peer-to-peer
-// Initiator (it sends none before our RTR).  Between two iwemu ends the Read RTR's
-// Response comes back within a round trip, so no wake-up is ever sent.
+// Initiator (it sends none before our RTR).  Between two iwemu ends the Read
+// RTR's Response comes back within a round trip, so a wake-up is sent only
+// when that takes longer than the first delay (a loaded host).
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/log.h"
