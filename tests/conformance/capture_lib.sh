@@ -41,6 +41,25 @@ start_capture() {
     sleep 0.5   # dumpcap catches packets only a moment after writing its header
 }
 
+# stop_capture: stops dumpcap once it has written what it captured.  On a
+# loaded host dumpcap trails the traffic by more than a moment (CI lost the
+# last FPDUs of a run after a fixed half second): wait until its file has
+# stopped growing for half a second (at most 10 s), then stop it.
+stop_capture() {
+    local last=-1 size stable=0
+    for _ in $(seq 1 100); do
+        size=$(stat -c %s "$cap" 2>/dev/null || echo 0)
+        if [ "$size" = "$last" ]; then
+            stable=$((stable + 1))
+            [ $stable -ge 5 ] && break
+        else
+            stable=0 last=$size
+        fi
+        sleep 0.1
+    done
+    kill -INT $dc; wait $dc; dc=
+}
+
 # Send payloads are offered to the RPC-over-RDMA and SMB Direct heuristics,
 # which call arbitrary test data malformed (ORACLE.md §2): both off.
 T() { tshark -n -r "$cap" --disable-protocol rpcordma --disable-protocol smb_direct "$@" 2>/dev/null; }

@@ -74,8 +74,7 @@ esac
 wait $server
 server_rc=$?
 [ "$prog" = rping ] && server_rc=$(rping_rc server $server_rc "$dir/server.log")
-sleep 0.5
-kill -INT $dc; wait $dc; dc=
+stop_capture
 if [ $crc_rc -ne 0 ] || [ $server_rc -ne 0 ]; then
     echo "----- server"; tail -20 "$dir/server.log"; echo "----- client"; tail -20 "$dir/client.log"
     fail "$prog: client rc=$crc_rc server rc=$server_rc"

@@ -99,8 +99,7 @@ start_capture "$dir"
 # ones (TCP cuts an FPDU's first 8 octets apart, ORACLE.md §2); the iwemu
 # capture cuts its segments at FPDUs and has no such trouble (sections 2, 3).
 run_pair plain 4096
-sleep 0.5
-kill -INT $dc; wait $dc; dc=
+stop_capture
 fpdu_list "$cap" > "$dir/live.txt"
 echo "dumpcap: $(grep -c . "$dir/live.txt") FPDUs"
 [ -s "$dir/live.txt" ] || fail "dumpcap saw no FPDU"

@@ -20,8 +20,7 @@ start_capture "$dir"
 
 HOSTILE_PORT=$port "$hostile" "$run" "$victim" "$@" > "$dir/hostile.log" 2>&1
 rc=$?
-sleep 0.5
-kill -INT $dc; wait $dc; dc=
+stop_capture
 grep -E '^(PASS|FAIL|OK|FAILED)' "$dir/hostile.log"
 [ $rc -eq 0 ] || fail "hostile_peer failed (rc=$rc)"
 
