@@ -298,6 +298,12 @@ struct WindowPair {
         dmr = p.b->reg(dst.data(), dst.size());
         EXPECT_EQ(p.a->emu->alloc_mw(p.a->pd, type, &mw), 0);
     }
+    // A test that did not deallocate its window leaves it to the pair, as
+    // closing a context does (LeakSanitizer).
+    ~WindowPair()
+    {
+        if (mw) p.a->emu->dealloc_mw(mw);
+    }
     uint64_t at(size_t off) const { return reinterpret_cast<uint64_t>(mem.data() + off); }
 };
 
