@@ -426,6 +426,7 @@ TEST(WindowBind, TypeTwoWindowOfAnotherPdThanTheQp)
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].status, WcStatus::mw_bind_err);
     EXPECT_FALSE(foreign->valid());
+    EXPECT_EQ(w.p.a->emu->dealloc_mw(foreign), 0);
 }
 
 TEST(WindowBind, PostedOnlyInRts)
@@ -461,6 +462,7 @@ TEST(WindowBind, PostedOnlyInRts)
     wr.bind = b;
     size_t bad;
     EXPECT_EQ(s.qp->post_send(&wr, 1, &bad), EINVAL);
+    EXPECT_EQ(s.emu->dealloc_mw(mw), 0);
 }
 
 // Send with Invalidate of the type 2 window: B's receive says so, and the
