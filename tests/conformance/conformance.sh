@@ -285,6 +285,11 @@ done
 # reading the deduplicated stream, must still be exact).
 tcp_anomalies=$(T -Y 'tcp.analysis.retransmission || tcp.analysis.out_of_order || tcp.analysis.lost_segment' | grep -c .)
 [ "$tcp_anomalies" -eq 0 ] || echo "TCP: $tcp_anomalies retransmitted / out-of-order segments: tshark message counts are an upper bound"
+# A segment the capture itself lost (dumpcap on a loaded host; the peer's
+# answers show it was sent) is missing from the rebuilt stream too: then
+# iwemu decode's counts are only an upper bound as well.
+capture_lost=$(T -Y 'tcp.analysis.lost_segment' | grep -c .)
+[ "$capture_lost" -eq 0 ] || echo "TCP: the capture lost $capture_lost segment(s): iwemu decode counts are an upper bound"
 T -Y iwarp_rdma -T fields -e tcp.stream -e tcp.srcport -e iwarp_rdma.opcode -e iwarp_ddp.last_flag > "$dir/opcodes.txt"
 msgs() {
     awk -v port="$1" -v op="$2" -v st="$3" '$1 == st && $2 == port {n = split($3, o, ","); split($4, l, ","); for (i = 1; i <= n; ++i) if (o[i] == op && l[i] == 1) c++} END {print c + 0}' "$dir/opcodes.txt"
@@ -297,8 +302,12 @@ expect_msgs() {  # stream dir(init|resp) opcode expected what [extra allowed]
     got_t=$(msgs "$pf" "$hexop" "$s")
     got_d=${dec_count[$s.$d.$(printf '0x%x' "$op")]}
     echo "stream $s $d: $what: expected $want, iwemu decode $got_d, tshark $got_t"
-    [ "$got_d" -ge "$want" ] && [ "$got_d" -le $((want + extra)) ] ||
-        fail "stream $s $d: $got_d $what (iwemu decode), expected $want (+$extra)"
+    if [ "$capture_lost" -eq 0 ]; then
+        [ "$got_d" -ge "$want" ] && [ "$got_d" -le $((want + extra)) ] ||
+            fail "stream $s $d: $got_d $what (iwemu decode), expected $want (+$extra)"
+    else
+        [ "$got_d" -le $((want + extra)) ] || fail "stream $s $d: $got_d $what (iwemu decode), more than $want"
+    fi
     if [ "$markers" = 0 ] && [ "$tcp_anomalies" -eq 0 ]; then
         [ "$got_t" -ge "$want" ] && [ "$got_t" -le $((want + extra)) ] ||
             fail "stream $s $d: $got_t $what (tshark), expected $want (+$extra)"
