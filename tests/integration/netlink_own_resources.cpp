@@ -132,10 +132,19 @@ int main()
     ia.cap = {4, 4, 1, 1, 0};
     ibv_qp* qp = ibv_create_qp(pd, &ia);
     CHECK(mr && qp);
+    auto release = [&] {
+        ibv_destroy_qp(qp);
+        ibv_dereg_mr(mr);
+        ibv_destroy_cq(cq);
+        ibv_dealloc_pd(pd);
+        ibv_close_device(ctx);
+        ibv_free_device_list(list);
+    };
 
     if (!netlink) {
         CHECK(socket(AF_NETLINK, SOCK_RAW, NETLINK_RDMA) < 0 && errno == EPROTONOSUPPORT);
         std::puts("netlink off: sysfs discovery, socket refused");
+        release();
         return 0;
     }
 
@@ -190,13 +199,7 @@ int main()
     send_msg(fd, q);
     CHECK(contains(collect(fd, RDMA_NLDEV_ATTR_RES_LQPN, &err), qp->qp_num) && err == 0);
     close(fd);
-
-    ibv_destroy_qp(qp);
-    ibv_dereg_mr(mr);
-    ibv_destroy_cq(cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
+    release();
     std::puts("netlink: own QP and MR listed, errors as the kernel's, 2000 malformed requests survived");
     return 0;
 }
