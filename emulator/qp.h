@@ -596,6 +596,7 @@ private:
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
     bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (apply_epoll_interest_locked)
+    bool rx_rnr_fin_heard_ = false;    // sq_lock_: parked with the peer's FIN behind: no EPOLLRDHUP either
     // Poll ownership: changed under sq_lock_ (it decides EPOLLIN), read without.
     std::atomic<bool> rx_poll_owned_{false};
     std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned

@@ -25,15 +25,19 @@
 // triggered EPOLLIN would spin); it still hears EPOLLRDHUP and hang-ups.
 //
 // The peer's FIN behind the parked Send (EPOLLRDHUP, rx_rnr_check_peer)
-// ends the wait at once, as its deadline would: the sender has finished,
+// shortens the wait to rnr_wait_after_peer_fin: the sender has finished,
 // there is no stream left to pace, and its disconnect must not wait for
 // our deadline (it would otherwise see our FIN only after rnr_wait_ms,
-// qperf rc_bw at its end).  An RST or both FINs (rx_hangup) leave nothing
-// to deliver: the connection is lost.  A local disconnect while parked
+// qperf rc_bw at its end).  Not at once: an application still posting its
+// receives one by one while the last Sends arrive would lose the message
+// whose receive it was about to post (the receiver parks between two of
+// its posts).  An RST or both FINs (rx_hangup) leave nothing to deliver:
+// the connection is lost.  A local disconnect while parked
 // closes abortively (QueuePair::close_locked).
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "emulator/emulator.h"
@@ -42,6 +46,15 @@
 #include "emulator/qp.h"
 
 namespace iwemu {
+
+namespace {
+
+// How long a parked receiver still waits once the peer's FIN is behind the
+// Send: far longer than the gap between two ibv_post_recv() of a posting
+// loop preempted on a loaded host, short enough for the peer's close.
+constexpr auto rnr_wait_after_peer_fin = std::chrono::milliseconds(100);
+
+}  // namespace
 
 // rx_lock_ held; the queue was found empty.  Returns false: stop receiving
 // (parked, or failed with the Terminate).
@@ -92,9 +105,15 @@ void QueuePair::rx_rnr_check_peer()
         rx_rnr_unpark();
         rx_connection_lost(err);
     } else if (p.revents & POLLRDHUP) {
-        IWEMU_LOG(info, "qp %u: the peer closed its half behind the Send MSN %u: waiting no more", qp_num_,
-                  rx_hdr_.msn);
-        rx_rnr_deadline_ = std::chrono::steady_clock::now();
+        IWEMU_LOG(info, "qp %u: the peer closed its half behind the Send MSN %u: waiting %lld ms more at most",
+                  qp_num_, rx_hdr_.msn, static_cast<long long>(rnr_wait_after_peer_fin.count()));
+        rx_rnr_deadline_ = std::min(rx_rnr_deadline_, std::chrono::steady_clock::now() + rnr_wait_after_peer_fin);
+        {
+            std::lock_guard<std::mutex> g(sq_lock_);
+            rx_rnr_fin_heard_ = true;  // level-triggered: heard again, it would spin until the deadline
+            apply_epoll_interest_locked();
+        }
+        emu_.engine().schedule_timer(qp_num_, rx_rnr_deadline_);
     }
 }
 
@@ -103,7 +122,7 @@ void QueuePair::rx_rnr_unpark()
 {
     rx_rnr_parked_ = false;
     std::lock_guard<std::mutex> g(sq_lock_);
-    rx_read_paused_ = false;
+    rx_read_paused_ = rx_rnr_fin_heard_ = false;
     apply_epoll_interest_locked();
 }
 

@@ -85,8 +85,8 @@ void QueuePair::apply_epoll_interest_locked()
         events = EPOLLOUT;  // EOF already read: EPOLLIN would spin
     } else if (rx_read_paused_) {
         // Parked on an unread Send (rx_rnr_wait.cpp): no EPOLLIN, which
-        // would spin, but the peer's FIN must still be heard.
-        events |= EPOLLRDHUP;
+        // would spin, but the peer's FIN must still be heard -- once.
+        if (!rx_rnr_fin_heard_) events |= EPOLLRDHUP;
     } else if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
         events |= engine_read_interest();
     }

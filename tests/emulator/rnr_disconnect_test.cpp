@@ -141,6 +141,38 @@ TEST(RnrDisconnect, SenderFinEndsTheParkedWait)
     EXPECT_TRUE(p.a->events.wait_conn(QpConnectionEvent::terminated, prompt));
 }
 
+// The peer's FIN does not end the wait at once: an application posting its
+// receives one at a time while the last Sends arrive still gets them all.
+// The receiver parks on the second Send with the FIN already behind it;
+// the receive posted right after that still lands, and the close stays
+// graceful (a Terminate at once lost the message: CI's flake of
+// FinBehindAClosedWindowStaysGracefulWhenThePeerReads).
+TEST(RnrDisconnect, ReceivePostedSoonAfterThePeersFinStillLands)
+{
+    LoopbackPair p(with_rnr_wait(long_wait));
+    std::vector<uint8_t> src(100), dst(200);
+    fill_pattern(src, 3);
+    MemoryRegion* smr = p.a->reg(src.data(), src.size());
+    MemoryRegion* dmr = p.b->reg(dst.data(), dst.size());
+    for (uint64_t i = 0; i < 2; ++i) ASSERT_EQ(p.a->post_send(WrOpcode::send, src.data(), 100, smr, i), 0);
+    ASSERT_EQ(p.a->wait(p.a->scq, 2, prompt).size(), 2u);
+    ASSERT_TRUE(wait_until([&] { return p.b->qp->counters().rx_rnr_waits.load() == 1; }, prompt));
+    p.a->qp->disconnect();  // graceful: the FIN follows both Sends
+    std::this_thread::sleep_for(50ms);  // the FIN is in the receiver's socket behind them
+    ASSERT_EQ(p.b->post_recv(dst.data(), 100, dmr, 10), 0);
+    ASSERT_TRUE(wait_until([&] { return p.b->qp->counters().rx_rnr_waits.load() == 2; }, prompt));
+    ASSERT_EQ(p.b->post_recv(dst.data() + 100, 100, dmr, 11), 0);
+    const auto wc = p.b->wait(p.b->rcq, 2, prompt);
+    ASSERT_EQ(wc.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(wc[i].wr_id, 10u + i);
+        EXPECT_EQ(wc[i].status, WcStatus::success);
+        EXPECT_EQ(std::memcmp(dst.data() + 100 * i, src.data(), 100), 0);
+    }
+    EXPECT_TRUE(p.b->events.wait_conn(QpConnectionEvent::peer_closed, prompt));
+    EXPECT_FALSE(p.b->qp->last_terminate_sent().valid);
+}
+
 // Octets TCP has not sent yet (not taken by the peer's window).
 int unsent_octets(int fd)
 {

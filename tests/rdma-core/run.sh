@@ -4,7 +4,7 @@
 # through iwemu-run.  A copy is unpacked into a temporary directory; nothing
 # of it enters this repository.
 #
-#   tests/rdma-core/run.sh BUILD_DIR        (scripts/test --rdma-core)
+#   tests/rdma-core/run.sh BUILD_DIR        (a stage of scripts/test)
 #
 # Every skip must be one of the reasons below, which cannot apply to an
 # iWARP RC device or to this host; any other skip, failure or error fails
