@@ -23,31 +23,15 @@
 #include <vector>
 
 #include "check.h"
+#include "cm_loopback.h"
 #include "rc_qp_attr.h"
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;
-constexpr size_t kBuf = 1 << 16;
+using namespace iwemu::test;
 
-// Waits for one CM event of the expected type on a channel.
-rdma_cm_id* expect_event(rdma_event_channel* ch, rdma_cm_event_type type)
-{
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) {
-        std::fprintf(stderr, "timeout waiting for %s\n", rdma_event_str(type));
-        return nullptr;
-    }
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
-    rdma_cm_id* id = ev->id;
-    bool ok = ev->event == type && ev->status == 0;
-    if (!ok)
-        std::fprintf(stderr, "got %s (status %d), wanted %s\n", rdma_event_str(ev->event), ev->status,
-                     rdma_event_str(type));
-    rdma_ack_cm_event(ev);
-    return ok ? id : nullptr;
-}
+constexpr int kTimeoutMs = kCmTimeoutMs;
+constexpr size_t kBuf = 1 << 16;
 
 struct Side {
     rdma_cm_id* id = nullptr;
@@ -131,44 +115,20 @@ int post_send(Side& s, uint64_t wr_id, ibv_wr_opcode op, size_t offset, uint32_t
 
 int main()
 {
-    rdma_event_channel* ech_s = rdma_create_event_channel();
-    rdma_event_channel* ech_c = rdma_create_event_channel();
-    REQUIRE(ech_s && ech_c);
-
-    // Listener on an ephemeral loopback port.
-    rdma_cm_id* listen_id = nullptr;
-    REQUIRE(rdma_create_id(ech_s, &listen_id, nullptr, RDMA_PS_TCP) == 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(rdma_bind_addr(listen_id, reinterpret_cast<sockaddr*>(&addr)) == 0);
-    REQUIRE(rdma_listen(listen_id, 4) == 0);
-    addr.sin_port = rdma_get_src_port(listen_id);
-    REQUIRE(addr.sin_port != 0);
-
-    // Active side: resolve, then its QP.
+    CmLoopback l = cm_loopback_resolved();
+    rdma_event_channel* ech_s = l.ech_s;
+    rdma_event_channel* ech_c = l.ech_c;
+    rdma_cm_id* cid = l.client;
     Side c, s;
-    rdma_cm_id* cid = nullptr;
-    REQUIRE(rdma_create_id(ech_c, &cid, nullptr, RDMA_PS_TCP) == 0);
-    REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ADDR_RESOLVED));
-    REQUIRE(rdma_resolve_route(cid, 2000) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ROUTE_RESOLVED));
     setup(c, cid);
     post_recv(c, 1001, 0, 256);  // receives posted before the connection exists
-    rdma_conn_param cp{};
-    cp.responder_resources = 1;
-    cp.initiator_depth = 1;
-    REQUIRE(rdma_connect(cid, &cp) == 0);
+    rdma_conn_param cp = cm_conn_param();
 
-    // Passive side.
-    rdma_cm_id* sid = expect_event(ech_s, RDMA_CM_EVENT_CONNECT_REQUEST);
-    REQUIRE(sid);
+    // The connect; the passive side gets its QP before the accept.
+    rdma_cm_id* sid = cm_loopback_connect(l, cp);
     setup(s, sid);
     post_recv(s, 2001, 0, 256);
-    REQUIRE(rdma_accept(sid, &cp) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ESTABLISHED));
-    REQUIRE(expect_event(ech_s, RDMA_CM_EVENT_ESTABLISHED));
+    cm_loopback_accept(l, sid, cp);
 
     ibv_qp_attr qa{};
     ibv_qp_init_attr qi{};
@@ -392,8 +352,8 @@ int main()
     // Teardown.  The client's QP is in ERROR already: rdma_disconnect's
     // SQD step must not fail there.
     CHECK(rdma_disconnect(c.id) == 0);
-    CHECK(expect_event(ech_c, RDMA_CM_EVENT_DISCONNECTED) != nullptr);
-    CHECK(expect_event(ech_s, RDMA_CM_EVENT_DISCONNECTED) != nullptr);
+    CHECK(expect_cm_event(ech_c, RDMA_CM_EVENT_DISCONNECTED) != nullptr);
+    CHECK(expect_cm_event(ech_s, RDMA_CM_EVENT_DISCONNECTED) != nullptr);
     for (Side* side : {&c, &s}) {
         rdma_destroy_qp(side->id);
         CHECK(ibv_dereg_mr(side->mr) == 0);
@@ -402,9 +362,7 @@ int main()
         CHECK(ibv_dealloc_pd(side->pd) == 0);
         CHECK(rdma_destroy_id(side->id) == 0);
     }
-    CHECK(rdma_destroy_id(listen_id) == 0);
-    rdma_destroy_event_channel(ech_c);
-    rdma_destroy_event_channel(ech_s);
+    cm_loopback_release(l);
 
     return iwemu::test::check_exit_status("verbs_connected", "all checks passed");
 }

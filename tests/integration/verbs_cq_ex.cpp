@@ -18,30 +18,18 @@
 #include <vector>
 
 #include "check.h"
+#include "cm_loopback.h"
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;
+using namespace iwemu::test;
+
+constexpr int kTimeoutMs = kCmTimeoutMs;
 constexpr size_t kBuf = 1 << 16;
 constexpr uint64_t kWcFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                               IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
                               IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                               IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
-
-rdma_cm_id* expect_event(rdma_event_channel* ch, rdma_cm_event_type type)
-{
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) {
-        std::fprintf(stderr, "timeout waiting for %s\n", rdma_event_str(type));
-        return nullptr;
-    }
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
-    rdma_cm_id* id = ev->id;
-    bool ok = ev->event == type && ev->status == 0;
-    rdma_ack_cm_event(ev);
-    return ok ? id : nullptr;
-}
 
 struct Side {
     rdma_cm_id* id = nullptr;
@@ -230,39 +218,19 @@ bool ok_local(const Entry& e, uint64_t wr_id, ibv_wc_opcode op, uint32_t qp_num)
 
 int main()
 {
-    rdma_event_channel* ech_s = rdma_create_event_channel();
-    rdma_event_channel* ech_c = rdma_create_event_channel();
-    REQUIRE(ech_s && ech_c);
-    rdma_cm_id* listen_id = nullptr;
-    REQUIRE(rdma_create_id(ech_s, &listen_id, nullptr, RDMA_PS_TCP) == 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(rdma_bind_addr(listen_id, reinterpret_cast<sockaddr*>(&addr)) == 0);
-    REQUIRE(rdma_listen(listen_id, 4) == 0);
-    addr.sin_port = rdma_get_src_port(listen_id);
-
+    CmLoopback l = cm_loopback_resolved();
+    rdma_event_channel* ech_s = l.ech_s;
+    rdma_event_channel* ech_c = l.ech_c;
+    rdma_cm_id* cid = l.client;
     Side c, s;
-    rdma_cm_id* cid = nullptr;
-    REQUIRE(rdma_create_id(ech_c, &cid, nullptr, RDMA_PS_TCP) == 0);
-    REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ADDR_RESOLVED));
-    REQUIRE(rdma_resolve_route(cid, 2000) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ROUTE_RESOLVED));
     REQUIRE(cid->verbs);
     check_refusals(cid->verbs);
     setup(c, cid);
-    rdma_conn_param cp{};
-    cp.responder_resources = 1;
-    cp.initiator_depth = 1;
-    REQUIRE(rdma_connect(cid, &cp) == 0);
-    rdma_cm_id* sid = expect_event(ech_s, RDMA_CM_EVENT_CONNECT_REQUEST);
-    REQUIRE(sid);
+    rdma_conn_param cp = cm_conn_param();
+    rdma_cm_id* sid = cm_loopback_connect(l, cp);
     setup(s, sid);
     for (int i = 0; i < 4; ++i) post_recv(s, 2001 + i, 1024 * i, 1024);
-    REQUIRE(rdma_accept(sid, &cp) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ESTABLISHED));
-    REQUIRE(expect_event(ech_s, RDMA_CM_EVENT_ESTABLISHED));
+    cm_loopback_accept(l, sid, cp);
     const uint32_t cq_num = c.id->qp->qp_num, sq_num = s.id->qp->qp_num;
     const uint64_t s_base = reinterpret_cast<uintptr_t>(s.buf.data());
     Entry e{};
@@ -329,8 +297,8 @@ int main()
     CHECK(next(s, &e) && ok_local(e, 2004, IBV_WC_RECV, sq_num) && e.byte_len == 40);
 
     rdma_disconnect(cid);
-    expect_event(ech_c, RDMA_CM_EVENT_DISCONNECTED);
-    expect_event(ech_s, RDMA_CM_EVENT_DISCONNECTED);
+    expect_cm_event(ech_c, RDMA_CM_EVENT_DISCONNECTED);
+    expect_cm_event(ech_s, RDMA_CM_EVENT_DISCONNECTED);
     for (Side* x : {&c, &s}) {
         rdma_destroy_qp(x->id);
         CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(x->cq)) == 0);
@@ -343,8 +311,6 @@ int main()
     }
     rdma_destroy_id(sid);
     rdma_destroy_id(cid);
-    rdma_destroy_id(listen_id);
-    rdma_destroy_event_channel(ech_s);
-    rdma_destroy_event_channel(ech_c);
+    cm_loopback_release(l);
     return iwemu::test::check_exit_status("verbs_cq_ex", "all checks passed");
 }

@@ -25,151 +25,22 @@
 #include <vector>
 
 #include "check.h"
-#include "rc_qp_attr.h"
+#include "probed_pair.h"
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;
-constexpr size_t kBuf = 1 << 14;
+using namespace iwemu::test;
+constexpr int kTimeoutMs = kPairTimeoutMs;
+constexpr size_t kBuf = kPairBuf;
+
 // The server's memory: no remote right of its own, only windows over it.
 constexpr int kBindable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
 
-rdma_cm_id* expect_event(rdma_event_channel* ch, rdma_cm_event_type type)
-{
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) return nullptr;
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
-    rdma_cm_id* id = ev->id;
-    bool ok = ev->event == type && ev->status == 0;
-    rdma_ack_cm_event(ev);
-    return ok ? id : nullptr;
-}
+using Pair = ProbedPair;
+using Side = ProbedSide;
 
-struct Side {
-    rdma_cm_id* id = nullptr;
-    ibv_pd* pd = nullptr;
-    ibv_cq* cq = nullptr;
-    ibv_mr* mr = nullptr;
-    ibv_mr* probe = nullptr;  // what the client Reads after each Write
-    std::vector<char> buf = std::vector<char>(kBuf);
-    std::vector<char> probe_buf = std::vector<char>(64);
-};
-
-void setup(Side& s, rdma_cm_id* id)
-{
-    s.id = id;
-    s.pd = ibv_alloc_pd(id->verbs);
-    REQUIRE(s.pd);
-    s.cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
-    REQUIRE(s.cq);
-    s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(), kBindable);
-    REQUIRE(s.mr);
-    s.probe = ibv_reg_mr(s.pd, s.probe_buf.data(), s.probe_buf.size(),
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-    REQUIRE(s.probe);
-    ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(s.cq, {16, 8, 1, 1, 0});
-    REQUIRE(rdma_create_qp(id, s.pd, &ia) == 0);
-}
-
-struct Pair {
-    rdma_event_channel* ech_s = nullptr;
-    rdma_event_channel* ech_c = nullptr;
-    rdma_cm_id* listen_id = nullptr;
-    Side c, s;
-};
-
-void connect_pair(Pair& p)
-{
-    p.ech_s = rdma_create_event_channel();
-    p.ech_c = rdma_create_event_channel();
-    REQUIRE(p.ech_s && p.ech_c);
-    REQUIRE(rdma_create_id(p.ech_s, &p.listen_id, nullptr, RDMA_PS_TCP) == 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(rdma_bind_addr(p.listen_id, reinterpret_cast<sockaddr*>(&addr)) == 0);
-    REQUIRE(rdma_listen(p.listen_id, 1) == 0);
-    addr.sin_port = rdma_get_src_port(p.listen_id);
-    rdma_cm_id* cid = nullptr;
-    REQUIRE(rdma_create_id(p.ech_c, &cid, nullptr, RDMA_PS_TCP) == 0);
-    REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) == 0);
-    REQUIRE(expect_event(p.ech_c, RDMA_CM_EVENT_ADDR_RESOLVED));
-    REQUIRE(rdma_resolve_route(cid, 2000) == 0);
-    REQUIRE(expect_event(p.ech_c, RDMA_CM_EVENT_ROUTE_RESOLVED));
-    setup(p.c, cid);
-    rdma_conn_param cp{};
-    cp.responder_resources = 1;
-    cp.initiator_depth = 1;
-    REQUIRE(rdma_connect(cid, &cp) == 0);
-    rdma_cm_id* sid = expect_event(p.ech_s, RDMA_CM_EVENT_CONNECT_REQUEST);
-    REQUIRE(sid);
-    setup(p.s, sid);
-    REQUIRE(rdma_accept(sid, &cp) == 0);
-    REQUIRE(expect_event(p.ech_c, RDMA_CM_EVENT_ESTABLISHED));
-    REQUIRE(expect_event(p.ech_s, RDMA_CM_EVENT_ESTABLISHED));
-}
-
-void close_pair(Pair& p)
-{
-    rdma_disconnect(p.c.id);
-    for (Side* side : {&p.c, &p.s}) {
-        rdma_destroy_qp(side->id);
-        CHECK(ibv_dereg_mr(side->mr) == 0);
-        CHECK(ibv_dereg_mr(side->probe) == 0);
-        CHECK(ibv_destroy_cq(side->cq) == 0);
-        CHECK(ibv_dealloc_pd(side->pd) == 0);
-        CHECK(rdma_destroy_id(side->id) == 0);
-    }
-    CHECK(rdma_destroy_id(p.listen_id) == 0);
-    rdma_destroy_event_channel(p.ech_c);
-    rdma_destroy_event_channel(p.ech_s);
-}
-
-// A Write of `len` octets from the client's buffer to `remote` under
-// `rkey`, then a Read of the server's probe: a Write completes locally when
-// sent, the Read only after the server has handled the Write (RDMAP orders
-// them), so its completion says whether the Write was placed.  Returns the
-// first status that is not success (-1: no completion within the bound).
-int write(Pair& p, uint64_t remote, uint32_t rkey, uint32_t len)
-{
-    ibv_sge sge[2] = {{reinterpret_cast<uintptr_t>(p.c.buf.data()), len, p.c.mr->lkey},
-                      {reinterpret_cast<uintptr_t>(p.c.buf.data() + kBuf - 8), 8, p.c.mr->lkey}};
-    ibv_send_wr wr[2] = {};
-    wr[0].wr_id = 7;
-    wr[0].opcode = IBV_WR_RDMA_WRITE;
-    wr[0].sg_list = &sge[0];
-    wr[0].num_sge = 1;
-    wr[0].send_flags = IBV_SEND_SIGNALED;
-    wr[0].wr.rdma.remote_addr = remote;
-    wr[0].wr.rdma.rkey = rkey;
-    wr[0].next = &wr[1];
-    wr[1].wr_id = 8;
-    wr[1].opcode = IBV_WR_RDMA_READ;
-    wr[1].sg_list = &sge[1];
-    wr[1].num_sge = 1;
-    wr[1].send_flags = IBV_SEND_SIGNALED;
-    wr[1].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p.s.probe_buf.data());
-    wr[1].wr.rdma.rkey = p.s.probe->rkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(p.c.id->qp, wr, &bad) != 0) return -1;
-    int status = IBV_WC_SUCCESS;
-    int got = 0;
-    for (int ms = 0; ms < kTimeoutMs && got < 2; ++ms) {
-        ibv_wc wc{};
-        int n = ibv_poll_cq(p.c.cq, 1, &wc);
-        if (n < 0) return -1;
-        if (n == 0) {
-            poll(nullptr, 0, 1);
-            continue;
-        }
-        ++got;
-        if (status == IBV_WC_SUCCESS) status = wc.status;
-    }
-    return got == 2 ? status : -1;
-}
-
-uint64_t base(const Side& s) { return reinterpret_cast<uintptr_t>(s.buf.data()); }
+void connect_pair(Pair& p) { connect_probed_pair(p, {kBindable, {16, 8, 1, 1, 0}}); }
+uint64_t base(const Side& s) { return s.base(); }
 
 // The next completion on `cq` (false: none within the bound).
 bool next_wc(ibv_cq* cq, ibv_wc* wc)
@@ -218,7 +89,7 @@ void type1_case()
     CHECK(next_wc(p.s.cq, &wc) && wc.wr_id == 21 && wc.opcode == IBV_WC_BIND_MW && wc.status == IBV_WC_SUCCESS);
     // Through the window only: the MR's own rkey has no remote right.
     std::memset(p.c.buf.data(), 'W', 4096);
-    CHECK(write(p, base(p.s) + 1024, mw->rkey, 4096) == IBV_WC_SUCCESS);
+    CHECK(write_then_probe(p, base(p.s) + 1024, mw->rkey, 4096) == IBV_WC_SUCCESS);
     CHECK(p.s.buf[1024] == 'W' && p.s.buf[1024 + 4095] == 'W' && p.s.buf[1023] == 0 && p.s.buf[1024 + 4096] == 0);
     std::memset(p.s.buf.data() + 2048, 'R', 16);
     CHECK(read(p, base(p.s) + 2048, mw->rkey, 16) == IBV_WC_SUCCESS);
@@ -232,10 +103,10 @@ void type1_case()
     CHECK(ibv_bind_mw(p.s.id->qp, mw, &bind) == 0);
     CHECK(next_wc(p.s.cq, &wc) && wc.wr_id == 22 && wc.status == IBV_WC_SUCCESS);
     std::memset(p.c.buf.data(), 'X', 64);
-    CHECK(write(p, base(p.s) + 1024, bound, 64) == IBV_WC_REM_ACCESS_ERR);
+    CHECK(write_then_probe(p, base(p.s) + 1024, bound, 64) == IBV_WC_REM_ACCESS_ERR);
     CHECK(p.s.buf[1024] == 'W');
     CHECK(ibv_dealloc_mw(mw) == 0);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 void type2_case()
@@ -257,7 +128,7 @@ void type2_case()
     ibv_wc wc{};
     CHECK(next_wc(p.s.cq, &wc) && wc.wr_id == 31 && wc.opcode == IBV_WC_BIND_MW && wc.status == IBV_WC_SUCCESS);
     std::memset(p.c.buf.data(), 'Y', 256);
-    CHECK(write(p, base(p.s) + 512, rkey, 256) == IBV_WC_SUCCESS);
+    CHECK(write_then_probe(p, base(p.s) + 512, rkey, 256) == IBV_WC_SUCCESS);
     CHECK(p.s.buf[512] == 'Y' && p.s.buf[767] == 'Y');
     CHECK(read(p, base(p.s) + 512, rkey, 256) == IBV_WC_SUCCESS);
     CHECK(p.c.buf[kBuf / 2 + 255] == 'Y');
@@ -283,10 +154,10 @@ void type2_case()
     CHECK((wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == rkey);
     // Invalidated: the region may go now, and the next Write places nothing.
     std::memset(p.c.buf.data(), 'Z', 64);
-    CHECK(write(p, base(p.s) + 512, rkey, 64) == IBV_WC_REM_ACCESS_ERR);
+    CHECK(write_then_probe(p, base(p.s) + 512, rkey, 64) == IBV_WC_REM_ACCESS_ERR);
     CHECK(p.s.buf[512] == 'Y');
     CHECK(ibv_dealloc_mw(mw) == 0);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 void input_case()
@@ -315,7 +186,7 @@ void input_case()
     mw1->rkey = before;  // the verbs contract: the application takes the key back
     CHECK(ibv_dealloc_mw(mw1) == 0);
     CHECK(ibv_dealloc_mw(mw2) == 0);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 }  // namespace

@@ -29,160 +29,22 @@
 #include <vector>
 
 #include "check.h"
-#include "rc_qp_attr.h"
+#include "probed_pair.h"
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;
-constexpr size_t kBuf = 1 << 14;
+using namespace iwemu::test;
+constexpr int kTimeoutMs = kPairTimeoutMs;
+constexpr size_t kBuf = kPairBuf;
+
 constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 constexpr int kOdp = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND;
 
-rdma_cm_id* expect_event(rdma_event_channel* ch, rdma_cm_event_type type)
-{
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) return nullptr;
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
-    rdma_cm_id* id = ev->id;
-    bool ok = ev->event == type && ev->status == 0;
-    rdma_ack_cm_event(ev);
-    return ok ? id : nullptr;
-}
+using Pair = ProbedPair;
+using Side = ProbedSide;
 
-struct Side {
-    rdma_cm_id* id = nullptr;
-    ibv_pd* pd = nullptr;
-    ibv_cq* cq = nullptr;
-    ibv_mr* mr = nullptr;
-    ibv_mr* probe = nullptr;  // what the client Reads after each Write
-    ibv_mr* implicit = nullptr;  // implicit ODP: the whole address space
-    std::vector<char> buf = std::vector<char>(kBuf);
-    std::vector<char> probe_buf = std::vector<char>(64);
-};
-
-void setup(Side& s, rdma_cm_id* id)
-{
-    s.id = id;
-    s.pd = ibv_alloc_pd(id->verbs);
-    REQUIRE(s.pd);
-    s.cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
-    REQUIRE(s.cq);
-    s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(), kRemote);
-    REQUIRE(s.mr);
-    s.probe = ibv_reg_mr(s.pd, s.probe_buf.data(), s.probe_buf.size(),
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-    REQUIRE(s.probe);
-    s.implicit = ibv_reg_mr(s.pd, nullptr, SIZE_MAX, kOdp);
-    REQUIRE(s.implicit);
-    ibv_qp_init_attr ia = iwemu::test::rc_qp_attr(s.cq, {8, 8, 1, 1, 0});
-    REQUIRE(rdma_create_qp(id, s.pd, &ia) == 0);
-}
-
-struct Pair {
-    rdma_event_channel* ech_s = nullptr;
-    rdma_event_channel* ech_c = nullptr;
-    rdma_cm_id* listen_id = nullptr;
-    Side c, s;
-};
-
-void connect_pair(Pair& p)
-{
-    p.ech_s = rdma_create_event_channel();
-    p.ech_c = rdma_create_event_channel();
-    REQUIRE(p.ech_s && p.ech_c);
-    REQUIRE(rdma_create_id(p.ech_s, &p.listen_id, nullptr, RDMA_PS_TCP) == 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(rdma_bind_addr(p.listen_id, reinterpret_cast<sockaddr*>(&addr)) == 0);
-    REQUIRE(rdma_listen(p.listen_id, 1) == 0);
-    addr.sin_port = rdma_get_src_port(p.listen_id);
-    rdma_cm_id* cid = nullptr;
-    REQUIRE(rdma_create_id(p.ech_c, &cid, nullptr, RDMA_PS_TCP) == 0);
-    REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) == 0);
-    REQUIRE(expect_event(p.ech_c, RDMA_CM_EVENT_ADDR_RESOLVED));
-    REQUIRE(rdma_resolve_route(cid, 2000) == 0);
-    REQUIRE(expect_event(p.ech_c, RDMA_CM_EVENT_ROUTE_RESOLVED));
-    setup(p.c, cid);
-    rdma_conn_param cp{};
-    cp.responder_resources = 1;
-    cp.initiator_depth = 1;
-    REQUIRE(rdma_connect(cid, &cp) == 0);
-    rdma_cm_id* sid = expect_event(p.ech_s, RDMA_CM_EVENT_CONNECT_REQUEST);
-    REQUIRE(sid);
-    setup(p.s, sid);
-    REQUIRE(rdma_accept(sid, &cp) == 0);
-    REQUIRE(expect_event(p.ech_c, RDMA_CM_EVENT_ESTABLISHED));
-    REQUIRE(expect_event(p.ech_s, RDMA_CM_EVENT_ESTABLISHED));
-}
-
-void close_pair(Pair& p)
-{
-    rdma_disconnect(p.c.id);
-    for (Side* side : {&p.c, &p.s}) {
-        rdma_destroy_qp(side->id);
-        CHECK(ibv_dereg_mr(side->mr) == 0);
-        CHECK(ibv_dereg_mr(side->probe) == 0);
-        CHECK(ibv_dereg_mr(side->implicit) == 0);
-        CHECK(ibv_destroy_cq(side->cq) == 0);
-        CHECK(ibv_dealloc_pd(side->pd) == 0);
-        CHECK(rdma_destroy_id(side->id) == 0);
-    }
-    CHECK(rdma_destroy_id(p.listen_id) == 0);
-    rdma_destroy_event_channel(p.ech_c);
-    rdma_destroy_event_channel(p.ech_s);
-}
-
-// A Write of `len` octets from the client's buffer to `remote` under
-// `rkey`, then a Read of the server's probe: a Write completes locally when
-// sent, the Read only after the server has handled the Write (RDMAP orders
-// them), so its completion says whether the Write was placed.  Returns the
-// first status that is not success (-1: no completion within the bound).
-int write(Pair& p, uint64_t remote, uint32_t rkey, uint32_t len, ibv_wr_opcode op = IBV_WR_RDMA_WRITE,
-          uint64_t local = 0, uint32_t lkey = 0)
-{
-    if (!local) {
-        local = reinterpret_cast<uintptr_t>(p.c.buf.data());
-        lkey = p.c.mr->lkey;
-    }
-    ibv_sge sge[2] = {{local, len, lkey},
-                      {reinterpret_cast<uintptr_t>(p.c.buf.data() + kBuf - 8), 8, p.c.mr->lkey}};
-    ibv_send_wr wr[2] = {};
-    wr[0].wr_id = 7;
-    wr[0].opcode = op;
-    wr[0].sg_list = &sge[0];
-    wr[0].num_sge = 1;
-    wr[0].send_flags = IBV_SEND_SIGNALED;
-    wr[0].wr.rdma.remote_addr = remote;
-    wr[0].wr.rdma.rkey = rkey;
-    wr[0].next = &wr[1];
-    wr[1].wr_id = 8;
-    wr[1].opcode = IBV_WR_RDMA_READ;
-    wr[1].sg_list = &sge[1];
-    wr[1].num_sge = 1;
-    wr[1].send_flags = IBV_SEND_SIGNALED;
-    wr[1].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p.s.probe_buf.data());
-    wr[1].wr.rdma.rkey = p.s.probe->rkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(p.c.id->qp, wr, &bad) != 0) return -1;
-    int status = IBV_WC_SUCCESS;
-    int got = 0;
-    for (int ms = 0; ms < kTimeoutMs && got < 2; ++ms) {
-        ibv_wc wc{};
-        int n = ibv_poll_cq(p.c.cq, 1, &wc);
-        if (n < 0) return -1;
-        if (n == 0) {
-            poll(nullptr, 0, 1);
-            continue;
-        }
-        ++got;
-        if (status == IBV_WC_SUCCESS) status = wc.status;
-    }
-    return got == 2 ? status : -1;
-}
-
-uint64_t base(const Side& s) { return reinterpret_cast<uintptr_t>(s.buf.data()); }
+void connect_pair(Pair& p) { connect_probed_pair(p, {kRemote, {8, 8, 1, 1, 0}, kOdp}); }
+uint64_t base(const Side& s) { return s.base(); }
 
 // n pages, the upper half unmapped again: a hole right after mapped memory.
 char* half_mapped(size_t pages)
@@ -200,10 +62,10 @@ void mapped_write_case()
     Pair p;
     connect_pair(p);
     std::memset(p.c.buf.data(), 'M', kBuf);
-    CHECK(write(p, base(p.s) + 100, p.s.implicit->rkey, 5000) == IBV_WC_SUCCESS);
+    CHECK(write_then_probe(p, base(p.s) + 100, p.s.implicit->rkey, 5000) == IBV_WC_SUCCESS);
     CHECK(p.s.buf[100] == 'M' && p.s.buf[5099] == 'M' && p.s.buf[5100] == 0);
-    CHECK(write(p, base(p.s), p.s.implicit->rkey, 64, IBV_WR_RDMA_READ) == IBV_WC_SUCCESS);
-    close_pair(p);
+    CHECK(write_then_probe(p, base(p.s), p.s.implicit->rkey, 64, IBV_WR_RDMA_READ) == IBV_WC_SUCCESS);
+    close_probed_pair(p);
 }
 
 void unmapped_remote_case(uint32_t len, ibv_wr_opcode op)
@@ -215,14 +77,14 @@ void unmapped_remote_case(uint32_t len, ibv_wr_opcode op)
     // Starts in mapped memory, ends in the hole (len > 1 page) or lies in it.
     const uint64_t target = reinterpret_cast<uintptr_t>(mem) + (len > ps ? 4 * ps - 64 : 5 * ps);
     std::memset(p.c.buf.data(), 'U', kBuf);
-    CHECK(write(p, target, p.s.implicit->rkey, len, op) == IBV_WC_REM_ACCESS_ERR);
+    CHECK(write_then_probe(p, target, p.s.implicit->rkey, len, op) == IBV_WC_REM_ACCESS_ERR);
     // The QP is in error now: the next WR is flushed, and nothing crashed.
-    CHECK(write(p, base(p.s), p.s.mr->rkey, 8) == IBV_WC_WR_FLUSH_ERR);
+    CHECK(write_then_probe(p, base(p.s), p.s.mr->rkey, 8) == IBV_WC_WR_FLUSH_ERR);
     ibv_qp_attr a{};
     ibv_qp_init_attr ia{};
     CHECK(ibv_query_qp(p.s.id->qp, &a, IBV_QP_STATE, &ia) == 0 && a.qp_state == IBV_QPS_ERR);
     munmap(mem, 4 * ps);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 void unmapped_local_case()
@@ -231,13 +93,13 @@ void unmapped_local_case()
     connect_pair(p);
     const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     char* mem = half_mapped(4);
-    const int st = write(p, base(p.s), p.s.mr->rkey, 64, IBV_WR_RDMA_WRITE, reinterpret_cast<uintptr_t>(mem) + 2 * ps + 8,
+    const int st = write_then_probe(p, base(p.s), p.s.mr->rkey, 64, IBV_WR_RDMA_WRITE, reinterpret_cast<uintptr_t>(mem) + 2 * ps + 8,
                          p.c.implicit->lkey);
     if (st != IBV_WC_LOC_PROT_ERR) std::fprintf(stderr, "local gather from a hole: status %d\n", st);
     CHECK(st == IBV_WC_LOC_PROT_ERR);
     CHECK(p.s.buf[0] == 0);
     munmap(mem, 2 * ps);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 // A Send (small: staged copy; large: straight into the buffer) into a
@@ -260,7 +122,7 @@ void unmapped_receive_case(uint32_t len)
     ibv_recv_wr* rbad = nullptr;
     REQUIRE(ibv_post_recv(p.s.id->qp, &rw, &rbad) == 0);
     std::memset(p.c.buf.data(), 'R', kBuf);
-    CHECK(write(p, 0, 0, len, IBV_WR_SEND) != IBV_WC_SUCCESS);
+    CHECK(write_then_probe(p, 0, 0, len, IBV_WR_SEND) != IBV_WC_SUCCESS);
     ibv_wc wc{};
     int n = 0;
     for (int ms = 0; ms < kTimeoutMs && n == 0; ++ms) {
@@ -271,7 +133,7 @@ void unmapped_receive_case(uint32_t len)
         std::fprintf(stderr, "receive of %u into a hole: n %d status %d\n", len, n, n == 1 ? wc.status : -1);
     CHECK(n == 1 && wc.wr_id == 99 && wc.status == IBV_WC_LOC_PROT_ERR);
     munmap(mem, 4 * ps);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 // A Read whose sink lies in unmapped memory under the client's implicit
@@ -282,12 +144,12 @@ void unmapped_read_sink_case()
     connect_pair(p);
     const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     char* mem = half_mapped(4);
-    const int st = write(p, base(p.s), p.s.implicit->rkey, 64, IBV_WR_RDMA_READ,
+    const int st = write_then_probe(p, base(p.s), p.s.implicit->rkey, 64, IBV_WR_RDMA_READ,
                          reinterpret_cast<uintptr_t>(mem) + 2 * ps, p.c.implicit->lkey);
     if (st != IBV_WC_LOC_PROT_ERR) std::fprintf(stderr, "Read into a hole: status %d\n", st);
     CHECK(st == IBV_WC_LOC_PROT_ERR);
     munmap(mem, 2 * ps);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 void api_case()
@@ -371,7 +233,7 @@ void api_case()
     usleep(1000);
     CHECK(ibv_query_rt_values_ex(ctx, &v2) == 0);
     CHECK(v2.raw_clock.tv_nsec - v1.raw_clock.tv_nsec >= 1000000);
-    close_pair(p);
+    close_probed_pair(p);
 }
 
 }  // namespace

@@ -24,10 +24,13 @@
 #include <vector>
 
 #include "check.h"
+#include "cm_loopback.h"
 
 namespace {
 
-constexpr int kTimeoutMs = 5000;
+using namespace iwemu::test;
+
+constexpr int kTimeoutMs = kCmTimeoutMs;
 constexpr size_t kBuf = 1 << 18;
 constexpr uint32_t kRecvs = 96;     // server receive WRs, 1 KiB each from offset 0
 constexpr size_t kRecvArea = kRecvs * 1024;
@@ -36,21 +39,6 @@ constexpr uint32_t kSendSge = 4;
 constexpr uint64_t kBaseOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE |
                               IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                               IBV_QP_EX_WITH_LOCAL_INV;
-
-rdma_cm_id* expect_event(rdma_event_channel* ch, rdma_cm_event_type type)
-{
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) {
-        std::fprintf(stderr, "timeout waiting for %s\n", rdma_event_str(type));
-        return nullptr;
-    }
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
-    rdma_cm_id* id = ev->id;
-    bool ok = ev->event == type && ev->status == 0;
-    rdma_ack_cm_event(ev);
-    return ok ? id : nullptr;
-}
 
 struct Side {
     rdma_cm_id* id = nullptr;
@@ -720,24 +708,10 @@ void check_bind_mw(Side& c, Side& s)
 
 int main()
 {
-    rdma_event_channel* ech_s = rdma_create_event_channel();
-    rdma_event_channel* ech_c = rdma_create_event_channel();
-    REQUIRE(ech_s && ech_c);
-    rdma_cm_id* listen_id = nullptr;
-    REQUIRE(rdma_create_id(ech_s, &listen_id, nullptr, RDMA_PS_TCP) == 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(rdma_bind_addr(listen_id, reinterpret_cast<sockaddr*>(&addr)) == 0);
-    REQUIRE(rdma_listen(listen_id, 4) == 0);
-    addr.sin_port = rdma_get_src_port(listen_id);
-
-    rdma_cm_id* cid = nullptr;
-    REQUIRE(rdma_create_id(ech_c, &cid, nullptr, RDMA_PS_TCP) == 0);
-    REQUIRE(rdma_resolve_addr(cid, nullptr, reinterpret_cast<sockaddr*>(&addr), 2000) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ADDR_RESOLVED));
-    REQUIRE(rdma_resolve_route(cid, 2000) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    CmLoopback l = cm_loopback_resolved();
+    rdma_event_channel* ech_s = l.ech_s;
+    rdma_event_channel* ech_c = l.ech_c;
+    rdma_cm_id* cid = l.client;
     REQUIRE(cid->verbs);
     ibv_device_attr dev{};
     REQUIRE(ibv_query_device(cid->verbs, &dev) == 0);
@@ -760,14 +734,10 @@ int main()
     rdma_conn_param cp{};
     cp.responder_resources = 4;
     cp.initiator_depth = 4;
-    REQUIRE(rdma_connect(cid, &cp) == 0);
-    rdma_cm_id* sid = expect_event(ech_s, RDMA_CM_EVENT_CONNECT_REQUEST);
-    REQUIRE(sid);
+    rdma_cm_id* sid = cm_loopback_connect(l, cp);
     setup(s, sid, IBV_QP_EX_WITH_SEND, access);
     post_recvs(s);
-    REQUIRE(rdma_accept(sid, &cp) == 0);
-    REQUIRE(expect_event(ech_c, RDMA_CM_EVENT_ESTABLISHED));
-    REQUIRE(expect_event(ech_s, RDMA_CM_EVENT_ESTABLISHED));
+    cm_loopback_accept(l, sid, cp);
 
     Receiver r{&s};
     check_operations(c, s, r);
@@ -779,8 +749,8 @@ int main()
                 windows ? "run" : "refused at creation");
 
     rdma_disconnect(cid);
-    expect_event(ech_c, RDMA_CM_EVENT_DISCONNECTED);
-    expect_event(ech_s, RDMA_CM_EVENT_DISCONNECTED);
+    expect_cm_event(ech_c, RDMA_CM_EVENT_DISCONNECTED);
+    expect_cm_event(ech_s, RDMA_CM_EVENT_DISCONNECTED);
     for (Side* x : {&c, &s}) {
         rdma_destroy_qp(x->id);
         CHECK(ibv_destroy_cq(x->cq) == 0);
@@ -790,8 +760,6 @@ int main()
     }
     rdma_destroy_id(sid);
     rdma_destroy_id(cid);
-    rdma_destroy_id(listen_id);
-    rdma_destroy_event_channel(ech_s);
-    rdma_destroy_event_channel(ech_c);
+    cm_loopback_release(l);
     return iwemu::test::check_exit_status("verbs_qp_ex", "all checks passed");
 }
