@@ -46,6 +46,10 @@ void unimport_pd(ibv_pd* ibpd)
 {
     Pd* pd = to_pd(ibpd);
     if (!pd->imported) return;  // not a view: nothing was imported
+    // A parent domain still wraps the view: it stays (unused) until the
+    // file's last context closes, so that parent domain's later dealloc
+    // finds it.
+    if (__atomic_load_n(&pd->parent_domains, __ATOMIC_ACQUIRE) != 0) return;
     {
         ContextObjects* objs = to_context(ibpd->context)->objects;
         std::lock_guard lock(objs->lock);
@@ -141,10 +145,14 @@ int dealloc_imported_pd(Pd* pd)
     {
         ContextObjects* objs = to_context(ctx)->objects;
         std::lock_guard lock(objs->lock);
-        for (Pd* owner : objs->pds)  // the owner's parent domains hold it, as dealloc_pd checks
-            if (owner->emu == shared && !owner->parent &&
-                __atomic_load_n(&owner->parent_domains, __ATOMIC_ACQUIRE) != 0)
-                return fail_status(EBUSY);
+        // Parent domains on the owner or on any view hold it, as dealloc_pd checks.
+        auto wrapped = [shared](const Pd* p) {
+            return p->emu == shared && !p->parent && __atomic_load_n(&p->parent_domains, __ATOMIC_ACQUIRE) != 0;
+        };
+        for (Pd* owner : objs->pds)
+            if (wrapped(owner)) return fail_status(EBUSY);
+        for (Pd* view : objs->imported_pds)
+            if (wrapped(view)) return fail_status(EBUSY);
     }
     if (int err = emu().dealloc_pd(shared)) return fail_status(err);  // EINVAL once destroyed elsewhere
     forget_shared_pd(ctx, shared, pd);

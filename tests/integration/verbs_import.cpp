@@ -13,7 +13,8 @@
 //   - the original context closed first: its objects stay for the imported
 //     context (the file lives on) and go when that one is closed;
 //   - ibv_dereg_mr / ibv_dealloc_pd through a view destroy the shared
-//     object; the owner's struct then answers EINVAL.
+//     object; the owner's struct then answers EINVAL; a parent domain on a
+//     view keeps working after the view's unimport.
 // Every wait is bounded.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -328,6 +329,21 @@ void lifetime_case()
     // A PD with an MR cannot go, through a view either.
     CHECK(ibv_dealloc_pd(v) == EBUSY);
     ibv_unimport_pd(v);
+    // A parent domain on a view holds the PD, and outlives the view's unimport.
+    ibv_pd* w = ibv_import_pd(imp, pd_handle);
+    REQUIRE(w);
+    ibv_parent_domain_init_attr pa{};
+    pa.pd = w;
+    ibv_pd* parent = ibv_alloc_parent_domain(imp, &pa);
+    REQUIRE(parent);
+    ibv_pd* w2 = ibv_import_pd(imp, pd_handle);
+    REQUIRE(w2);
+    ibv_unimport_pd(w);
+    ibv_mr* pmr = ibv_reg_mr(parent, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE);
+    CHECK(pmr != nullptr);
+    if (pmr) CHECK(ibv_dereg_mr(pmr) == 0);
+    CHECK(ibv_dealloc_pd(parent) == 0);
+    ibv_unimport_pd(w2);
 
     // The owner's context closes; the file, and so its objects, live on.
     CHECK(ibv_close_device(owner) == 0);
