@@ -25,6 +25,7 @@
 
 #include "emulator/emulator.h"
 #include "emulator/log.h"
+#include "emulator/odp_memory.h"
 #include "emulator/qp.h"
 #include "emulator/stack_batch.h"
 #include "emulator/wire/ddp_header.h"
@@ -132,7 +133,7 @@ bool QueuePair::rx_handle_atomic_response()
         std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::atomic_response_header_size));
     const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
     TerminateCode err{};
-    bool fail = false;
+    bool fail = false, local_fault = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
         SendWqe* w = orq_count_ ? &sq_[orq_[orq_head_ % orq_.size()] % sq_.size()] : nullptr;
@@ -150,10 +151,23 @@ bool QueuePair::rx_handle_atomic_response()
             StackBatch<std::span<const uint8_t>, recv_wqe_max_sge + 1> storage;
             const int n = payload_slices(w->sge, w->host_delta, w->num_sge, 0, sizeof value, storage.items,
                                          static_cast<int>(std::size(storage.items)));
-            for (int i = 0; i < n; ++i) {
-                std::memcpy(const_cast<uint8_t*>(storage.items[i].data()), src, storage.items[i].size());
+            const bool odp = w->flags & wqe_odp_sink;
+            for (int i = 0; i < n && !local_fault; ++i) {
+                auto* dst = const_cast<uint8_t*>(storage.items[i].data());
+                if (__builtin_expect(odp, 0))
+                    local_fault = !odp_write(dst, src, storage.items[i].size());
+                else
+                    std::memcpy(dst, src, storage.items[i].size());
                 src += storage.items[i].size();
             }
+            if (local_fault) {
+                // The result buffer lies in an ODP region and is not mapped
+                // (writable) now: as a Read Response into such a sink
+                // (rx_odp_fail), the WR keeps a local protection error.
+                w->status = WcStatus::loc_prot_err;
+            }
+        }
+        if (!fail && !local_fault) {
             ++rx_msn_[3];
             w->phase = WqePhase::done;
             orq_head_ = (orq_head_ + 1) % orq_.size();
@@ -161,6 +175,12 @@ bool QueuePair::rx_handle_atomic_response()
             sq_complete_in_order_locked();
             rx_tx_kick_ = true;  // an ORD slot is free again
         }
+    }
+    if (local_fault) {
+        IWEMU_LOG(info, "qp %u: ODP fault placing an atomic's original value", qp_num_);
+        rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt, AsyncEventType::qp_fatal,
+                WcStatus::loc_prot_err);
+        return false;
     }
     if (fail) {
         rx_fail(err, offending, rx_ulen_, AsyncEventType::qp_fatal, WcStatus::success);
@@ -197,6 +217,13 @@ bool QueuePair::rx_handle_atomic_request()
     if (req->remote_to % sizeof(uint64_t) != 0) {
         StagTable::release(target);
         return fail(rdmap_op(ec::rdmap_catastrophic_localized), AsyncEventType::qp_fatal);  // §5.1, EXT-008
+    }
+    // An ODP target is faulted in for write now, so the operation (done in
+    // place by the TX, apply_atomic) cannot fault; memory that is not mapped
+    // writable is outside what the STag names now, as for a Read's source.
+    if ((target->access() & access_on_demand) && !odp_writable(target->at(req->remote_to), sizeof(uint64_t))) {
+        StagTable::release(target);
+        return fail(target_code(StagError::bounds), AsyncEventType::qp_access_err);
     }
     const AtomicOperands op{req->aopcode, req->add_or_swap_data, req->add_or_swap_mask, req->compare_data,
                             req->compare_mask};

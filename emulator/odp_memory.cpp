@@ -46,6 +46,30 @@ bool odp_readable(const void* addr, uint64_t len)
     return true;
 }
 
+bool odp_writable(void* addr, uint64_t len)
+{
+    if (len == 0) return true;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(addr);
+    if (start + len < start) return false;
+#ifdef MADV_POPULATE_WRITE
+    // EINVAL means both "no such advice" (before Linux 5.14) and "mapping
+    // not writable": one probe on a fresh writable page tells them apart.
+    static const bool supported = [] {
+        void* page = mmap(nullptr, page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) return false;
+        const bool ok = madvise(page, page_size(), MADV_POPULATE_WRITE) == 0;
+        munmap(page, page_size());
+        return ok;
+    }();
+    if (supported) {
+        const uintptr_t first = start & ~(page_size() - 1);
+        // ENOMEM: not mapped; EINVAL: not writable; EFAULT: cannot be populated.
+        return madvise(reinterpret_cast<void*>(first), start + len - first, MADV_POPULATE_WRITE) == 0;
+    }
+#endif
+    return odp_readable(addr, len);
+}
+
 bool odp_write(void* dst, const void* src, size_t n)
 {
     if (n == 0) return true;

@@ -18,6 +18,12 @@ namespace iwemu {
 // [addr, addr+len) can be read now (every page mapped and readable).
 bool odp_readable(const void* addr, uint64_t len);
 
+// [addr, addr+len) can be written now: every page mapped writable and
+// populated for write (copy-on-write broken), so an in-place read-modify-
+// write (an RFC 7306 atomic) cannot fault.  Kernels without
+// MADV_POPULATE_WRITE: readable only.
+bool odp_writable(void* addr, uint64_t len);
+
 // Copies n octets to dst; false if any of dst cannot be written.  Octets
 // before the fault may have been written (as an RNIC's DMA before a fault).
 bool odp_write(void* dst, const void* src, size_t n);

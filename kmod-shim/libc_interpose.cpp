@@ -26,6 +26,7 @@
 #include "kmod-shim/sysfs_redirect.h"
 #include "kmod-shim/ucma_device.h"
 #include "kmod-shim/uverbs_commands.h"
+#include "kmod-shim/uverbs_file.h"
 
 // The rdma_cm emulation is optional at link time (built only when
 // kmod-shim/ucma_device.cpp exists); without it rdma_cm answers ENODEV.
@@ -98,8 +99,11 @@ DECLARE_REAL(sendmsg, ssize_t, int, const struct msghdr*, int);
 DECLARE_REAL(recv, ssize_t, int, void*, size_t, int);
 DECLARE_REAL(recvfrom, ssize_t, int, void*, size_t, int, struct sockaddr*, socklen_t*);
 DECLARE_REAL(recvmsg, ssize_t, int, struct msghdr*, int);
+DECLARE_REAL(dup, int, int);
 DECLARE_REAL(dup2, int, int, int);
 DECLARE_REAL(dup3, int, int, int, int);
+DECLARE_REAL(fcntl, int, int, int, ...);
+DECLARE_REAL(fcntl64, int, int, int, ...);
 DECLARE_REAL(opendir, DIR*, const char*);
 DECLARE_REAL(readlink, ssize_t, const char*, char*, size_t);
 DECLARE_REAL(realpath, char*, const char*, char*);
@@ -148,6 +152,7 @@ int open_dev(const char* path, int flags)
         // fd table makes write()/ioctl()/fstat() on it ours.
         int fd = REAL(open)("/dev/null", O_RDWR | (flags & O_CLOEXEC));
         if (fd < 0) return -1;
+        uverbs_file_open(fd);
         fd_table_set(fd, {FdKind::uverbs_cmd, static_cast<uint8_t>(dev.index)});
         return fd;
     }
@@ -201,6 +206,7 @@ void release_fd(int fd)
         return;
     case FdKind::uverbs_cmd:
         fd_table_clear(fd);
+        uverbs_file_close(fd);
         return;
     case FdKind::comp_channel:
         comp_channel_close(fd);
@@ -221,6 +227,21 @@ void release_guarded(int fd)
         release_fd(fd);
         return 0;
     });
+}
+
+// newfd was made a copy of oldfd (dup, dup2, dup3, F_DUPFD): a uverbs fd's
+// copy is that device's cmd fd on the same open file (uverbs_file.h), as
+// the kernel's struct file is shared.  Other kinds keep one owner fd.
+void copy_fd(int oldfd, int newfd)
+{
+    if (newfd < 0 || newfd == oldfd) return;
+    FdEntry e = fd_table_get(oldfd);
+    if (e.kind != FdKind::uverbs_cmd) return;
+    guarded([&] {
+        uverbs_file_dup(oldfd, newfd);
+        return 0;
+    });
+    fd_table_set(newfd, e);
 }
 
 int open_mode_arg(int flags, va_list ap)
@@ -572,7 +593,7 @@ int ioctl(int fd, unsigned long request, ...)
     va_start(ap, request);
     void* arg = va_arg(ap, void*);
     va_end(ap);
-    if (fd_table_get(fd).kind == FdKind::uverbs_cmd) return uverbs_ioctl(fd, request);
+    if (fd_table_get(fd).kind == FdKind::uverbs_cmd) return guarded([&] { return uverbs_ioctl(fd, request, arg); });
     return REAL(ioctl)(fd, request, arg);
 }
 
@@ -582,16 +603,42 @@ int close(int fd)
     return REAL(close)(fd);
 }
 
+int dup(int fd)
+{
+    int r = REAL(dup)(fd);
+    if (r >= 0 && is_shim_fd(fd)) copy_fd(fd, r);
+    return r;
+}
+
 int dup2(int oldfd, int newfd)
 {
     if (oldfd != newfd && is_shim_fd(newfd)) release_guarded(newfd);
-    return REAL(dup2)(oldfd, newfd);
+    int r = REAL(dup2)(oldfd, newfd);
+    if (r >= 0 && is_shim_fd(oldfd)) copy_fd(oldfd, r);
+    return r;
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
     if (oldfd != newfd && is_shim_fd(newfd)) release_guarded(newfd);
-    return REAL(dup3)(oldfd, newfd, flags);
+    int r = REAL(dup3)(oldfd, newfd, flags);
+    if (r >= 0 && is_shim_fd(oldfd)) copy_fd(oldfd, r);
+    return r;
 }
+
+// fcntl's F_DUPFD / F_DUPFD_CLOEXEC are dup too (Python's os.dup uses the
+// latter).  The third argument is an int or a pointer: passed on as the
+// word it arrived in.
+#define FCNTL_BODY(realname)                                             \
+    va_list ap;                                                          \
+    va_start(ap, cmd);                                                   \
+    void* arg = va_arg(ap, void*);                                       \
+    va_end(ap);                                                          \
+    int r = REAL(realname)(fd, cmd, arg);                                \
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && is_shim_fd(fd)) copy_fd(fd, r); \
+    return r
+
+int fcntl(int fd, int cmd, ...) { FCNTL_BODY(fcntl); }
+int fcntl64(int fd, int cmd, ...) { FCNTL_BODY(fcntl64); }
 
 }  // extern "C"

@@ -1,10 +1,13 @@
 // Contexts as the provider tracks them: async event routing (a context
 // receives the events of the objects it created, and every port/device
-// event) and the objects a context owns, destroyed when it is closed.
+// event) and the objects of its uverbs file, destroyed when the last
+// context on that file is closed (ibv_import_device shares a file).
 #include <pthread.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "provider/objects.h"
@@ -23,6 +26,14 @@ std::vector<Context*>& contexts()
 {
     static auto* list = new std::vector<Context*>;
     return *list;
+}
+
+// The objects of each uverbs file that has open contexts, by file number
+// (under routing_lock).
+std::unordered_map<uint64_t, ContextObjects*>& files()
+{
+    static auto* map = new std::unordered_map<uint64_t, ContextObjects*>;
+    return *map;
 }
 
 ibv_context* owner_of(const AsyncEvent& ev)
@@ -54,25 +65,43 @@ void on_async_event(const AsyncEvent& ev)
 
 }  // namespace
 
-void register_context(Context* ctx)
+void register_context(Context* ctx, uint64_t file)
 {
     static std::once_flag once;
     std::call_once(once, [] { emu().set_async_event_handler(on_async_event); });
-    ctx->objects = new ContextObjects;
+    std::unique_ptr<ContextObjects> fresh(new ContextObjects);
+    fresh->file = file;
     std::lock_guard lock(routing_lock());
+    ContextObjects* shared = nullptr;
+    if (file != 0) {
+        auto [it, inserted] = files().try_emplace(file, fresh.get());
+        if (!inserted) shared = it->second;
+    }
+    if (shared) {
+        ++shared->contexts;
+        ctx->objects = shared;
+    } else {
+        ctx->objects = fresh.release();
+    }
     contexts().push_back(ctx);
 }
 
 void unregister_context(Context* ctx)
 {
+    ContextObjects* objs = nullptr;
     {
         std::lock_guard lock(routing_lock());
         auto& list = contexts();
         list.erase(std::remove(list.begin(), list.end(), ctx), list.end());
+        objs = ctx->objects;
+        ctx->objects = nullptr;
+        // Another context on the same file keeps what was created on it.
+        if (objs && --objs->contexts > 0) return;
+        if (objs && objs->file != 0) files().erase(objs->file);
     }
-    ContextObjects* objs = ctx->objects;
     if (!objs) return;
-    ctx->objects = nullptr;
+    for (Pd* pd : objs->imported_pds) free(pd);  // views: no emulator object of their own
+    for (Mr* mr : objs->imported_mrs) free(mr);
     // What the application left behind goes as it would with the kernel's
     // uverbs file: QPs first (their connections are aborted), then what
     // they used.  The ibv_* handles the application may still hold die here.

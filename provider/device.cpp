@@ -1,5 +1,6 @@
 // Registration, device matching and context life cycle
 // (kernel-surface.md §1.4, §2.3 .. §2.8).
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <sys/socket.h>
@@ -102,32 +103,14 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* private_data)
     auto* ctx = static_cast<Context*>(_verbs_init_and_alloc_context(
         ibdev, cmd_fd, sizeof(Context), reinterpret_cast<verbs_context*>(offsetof(Context, vctx)), kIwemuDriverId));
     if (!ctx) return nullptr;
-    ctx->async_writer = -1;
-    ctx->objects = nullptr;
-
-    // The async event file: libibverbs would otherwise ask the kernel for
-    // one (ASYNC_EVENT/ALLOC ioctl) and fail the open.  SEQPACKET keeps the
-    // 16-byte records whole.
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-        int err = errno;
-        verbs_uninit_context(&ctx->vctx);
-        free(ctx);
+    int reader = -1;
+    if (int err = setup_context(ctx, uverbs_file_of(cmd_fd), &reader)) {
         errno = err;
         return nullptr;
     }
-    fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
-    shutdown(sv[0], SHUT_WR);
-    ctx->vctx.context.async_fd = sv[0];
-    ctx->async_writer = sv[1];
-    ctx->vctx.context.num_comp_vectors = 1;
-
-    verbs_set_ops(&ctx->vctx, &kContextOps);
-    verbs_set_ops(&ctx->vctx, &kQueryOps);
-    for (const verbs_context_ops* ops :
-         {&kPdMrOps, &kMwOps, &kCqOps, &kCqExOps, &kSrqOps, &kQpOps, &kParentDomainOps, &kOdpOps})
-        verbs_set_ops(&ctx->vctx, ops);
-    register_context(ctx);
+    // The async event file: libibverbs would otherwise ask the kernel for
+    // one (ASYNC_EVENT/ALLOC ioctl) and fail the open.
+    ctx->vctx.context.async_fd = reader;
     return &ctx->vctx;
 }
 
@@ -139,7 +122,7 @@ const verbs_device_ops kDeviceOps = {
     .static_providers = nullptr,
     .match_device = Guard<match_device>::call,
     .alloc_context = Guard<alloc_context>::call,
-    .import_context = nullptr,  // ibv_import_device: EOPNOTSUPP
+    .import_context = Guard<import_context>::call,  // import.cpp
     .alloc_device = Guard<alloc_device>::call,
     .uninit_device = Guard<uninit_device>::call,
 };
@@ -147,6 +130,40 @@ const verbs_device_ops kDeviceOps = {
 __attribute__((constructor)) void register_driver() { verbs_register_driver_34(&kDeviceOps); }
 
 }  // namespace
+
+uint64_t uverbs_file_of(int cmd_fd)
+{
+    using FileFn = uint64_t (*)(int);
+    static auto fn = reinterpret_cast<FileFn>(dlsym(RTLD_DEFAULT, "iwemu_shim_uverbs_file"));
+    return fn ? fn(cmd_fd) : 0;
+}
+
+int setup_context(Context* ctx, uint64_t file, int* async_reader)
+{
+    ctx->async_writer = -1;
+    ctx->objects = nullptr;
+    // SEQPACKET keeps the 16-byte async event records whole.
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        int err = errno;
+        verbs_uninit_context(&ctx->vctx);
+        free(ctx);
+        return err;
+    }
+    fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
+    shutdown(sv[0], SHUT_WR);
+    *async_reader = sv[0];
+    ctx->async_writer = sv[1];
+    ctx->vctx.context.num_comp_vectors = 1;
+
+    verbs_set_ops(&ctx->vctx, &kContextOps);
+    verbs_set_ops(&ctx->vctx, &kQueryOps);
+    for (const verbs_context_ops* ops : {&kPdMrOps, &kMwOps, &kCqOps, &kCqExOps, &kSrqOps, &kQpOps,
+                                         &kParentDomainOps, &kOdpOps, &kImportOps})
+        verbs_set_ops(&ctx->vctx, ops);
+    register_context(ctx, file);
+    return 0;
+}
 
 void post_async_event(Context* ctx, uint64_t element, ibv_event_type type)
 {

@@ -71,6 +71,7 @@ struct Pd {
     Pd* parent;                // parent domain: the protection domain it wraps
     uint32_t parent_domains;   // protection domain: parent domains on it (atomic ops)
     ibv_td* td;
+    bool imported;             // ibv_import_pd's view of another context's PD (import.cpp)
     void* pd_context;
     void* (*alloc)(ibv_pd*, void*, size_t, size_t, uint64_t);
     void (*free_fn)(ibv_pd*, void*, void*, uint64_t);
@@ -144,10 +145,19 @@ int check_send_ops(uint64_t send_ops_flags);
 int attach_qp_ex(Qp* qp, uint64_t send_ops_flags, const ibv_qp_cap& granted);
 void free_qp_ex(Qp* qp);
 
-// Objects a context created and has not destroyed.  Touched only on the
+// Objects created on one uverbs file (the shim's open /dev/infiniband/
+// uverbsN, shared by its dup'd fds) and not destroyed: every context on
+// that file (the one ibv_open_device made, those ibv_import_device made
+// from copies of its cmd fd) shares them, and they go when the last of
+// those contexts is closed.  imported_*: ibv_import_pd/mr views of them
+// (import.cpp), which own no emulator object.  Touched only on the
 // create/destroy paths, never on the data path.
 struct ContextObjects {
+    uint64_t file = 0;      // iwemu_shim_uverbs_file(cmd_fd); 0: not shareable
+    unsigned contexts = 1;  // contexts on the file (under routing_lock)
     std::mutex lock;
+    std::unordered_set<Pd*> imported_pds;
+    std::unordered_set<Mr*> imported_mrs;
     std::unordered_set<Pd*> pds;
     std::unordered_set<Mr*> mrs;
     std::unordered_set<Mw*> mws;
@@ -173,6 +183,19 @@ inline void untrack(ibv_context* ctx, std::unordered_set<T*> ContextObjects::*se
 }
 
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+
+// Destroying a PD or MR that imports share (import.cpp): the emulator
+// object goes, and every other struct naming it (its owner, other
+// imports) is left naming none, so later verbs on them fail with EINVAL
+// instead of touching freed memory.  The caller destroyed `emu`; `self`
+// is the struct it was destroyed through (untracked and freed by the caller
+// unless it is the owner, which stays until its own destroy or the close).
+void forget_shared_pd(ibv_context* ctx, ProtectionDomain* emu, Pd* self);
+void forget_shared_mr(ibv_context* ctx, MemoryRegion* emu, Mr* self);
+// Destroy verbs on an imported view (import.cpp); dealloc_pd / dereg_mr
+// forward to them.
+int dealloc_imported_pd(Pd* pd);
+int dereg_imported_mr(Mr* mr);
 inline Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
 // The emulator's form of a bind WR's ibv_send_wr.bind_mw (mw.cpp); also for
 // ibv_qp_ex's wr_bind_mw.  A NULL mw is left for the emulator to refuse.

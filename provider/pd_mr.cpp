@@ -25,8 +25,11 @@ int dealloc_pd(ibv_pd* ibpd)
 {
     Pd* pd = to_pd(ibpd);
     if (pd->parent) return dealloc_parent_domain(pd);
+    if (pd->imported) return dealloc_imported_pd(pd);
     if (__atomic_load_n(&pd->parent_domains, __ATOMIC_ACQUIRE) != 0) return fail_status(EBUSY);
-    if (int err = emu().dealloc_pd(pd->emu)) return fail_status(err);
+    ProtectionDomain* gone = pd->emu;
+    if (int err = emu().dealloc_pd(gone)) return fail_status(err);  // EINVAL: destroyed through an import
+    forget_shared_pd(ibpd->context, gone, pd);
     untrack(ibpd->context, &ContextObjects::pds, pd);
     free(pd);
     return 0;
@@ -62,7 +65,10 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
 int dereg_mr(verbs_mr* vmr)
 {
     Mr* mr = reinterpret_cast<Mr*>(vmr);
-    if (int err = emu().dereg_mr(mr->emu)) return fail_status(err);
+    if (vmr->mr_type == IBV_MR_TYPE_IMPORTED_MR) return dereg_imported_mr(mr);
+    MemoryRegion* gone = mr->emu;
+    if (int err = emu().dereg_mr(gone)) return fail_status(err);  // EINVAL: destroyed through an import
+    forget_shared_mr(vmr->ibv_mr.context, gone, mr);
     untrack(vmr->ibv_mr.context, &ContextObjects::mrs, mr);
     free(mr);
     return 0;

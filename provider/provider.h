@@ -42,7 +42,9 @@ void post_async_event(Context* ctx, uint64_t element, ibv_event_type type);
 // Context bookkeeping (context_objects.cpp): a context receives the async
 // events of the objects it created and every port/device event; closing it
 // destroys what the application left, as closing a uverbs file does.
-void register_context(Context* ctx);
+// file: the shim's number for the cmd fd's open file (0: none); contexts
+// on one file share its objects (objects.h ContextObjects).
+void register_context(Context* ctx, uint64_t file);
 void unregister_context(Context* ctx);
 
 // Operation tables installed by alloc_context (one per file).
@@ -55,5 +57,17 @@ extern const verbs_context_ops kSrqOps;
 extern const verbs_context_ops kQpOps;
 extern const verbs_context_ops kParentDomainOps;
 extern const verbs_context_ops kOdpOps;
+extern const verbs_context_ops kImportOps;
+
+// ibv_import_device (import.cpp): a context on the open file of cmd_fd, a
+// copy of another context's cmd fd.
+verbs_context* import_context(ibv_device* ibdev, int cmd_fd);
+// The shim's number for the open file behind a cmd fd (kmod-shim/
+// uverbs_file.h): the same for every dup of it; 0 without the shim.
+uint64_t uverbs_file_of(int cmd_fd);
+// What alloc_context and import_context share (device.cpp): the async
+// event pair, the operation tables, the registration.  0 or an errno; on
+// failure the context is uninitialised and freed.
+int setup_context(Context* ctx, uint64_t file, int* async_reader);
 
 }  // namespace iwemu::provider

@@ -70,7 +70,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
     full.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
                                                    IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
-                                                   IBV_ODP_SUPPORT_SRQ_RECV;
+                                                   IBV_ODP_SUPPORT_SRQ_RECV | IBV_ODP_SUPPORT_ATOMIC;
     // query_rt_values' raw clock counts nanoseconds: 1 GHz, in kHz.  No
     // completion carries a timestamp (completion_timestamp_mask 0).
     full.hca_core_clock = kRawClockKhz;

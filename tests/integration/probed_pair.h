@@ -102,9 +102,11 @@ inline void close_probed_pair(ProbedPair& p)
 // `op` (a Write, or a Read into the client's buffer) of `len` octets at
 // `remote` under `rkey` -- from/to the client's buffer, or `local` under
 // `lkey` -- then the Read of the server's probe.  Returns the first status
-// that is not success (-1: no completion within the bound).
+// that is not success (-1: no completion within the bound).  An atomic
+// (op IBV_WR_ATOMIC_*, len 8) takes compare_add and swap.
 inline int write_then_probe(ProbedPair& p, uint64_t remote, uint32_t rkey, uint32_t len,
-                            ibv_wr_opcode op = IBV_WR_RDMA_WRITE, uint64_t local = 0, uint32_t lkey = 0)
+                            ibv_wr_opcode op = IBV_WR_RDMA_WRITE, uint64_t local = 0, uint32_t lkey = 0,
+                            uint64_t compare_add = 0, uint64_t swap = 0)
 {
     if (!local) {
         local = p.c.base();
@@ -119,6 +121,8 @@ inline int write_then_probe(ProbedPair& p, uint64_t remote, uint32_t rkey, uint3
     wr[0].send_flags = IBV_SEND_SIGNALED;
     wr[0].wr.rdma.remote_addr = remote;
     wr[0].wr.rdma.rkey = rkey;
+    if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP)
+        wr[0].wr.atomic = {remote, compare_add, swap, rkey};
     wr[0].next = &wr[1];
     wr[1].wr_id = 8;
     wr[1].opcode = IBV_WR_RDMA_READ;

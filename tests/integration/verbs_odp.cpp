@@ -11,6 +11,11 @@
 //     implicit lkey completes with a local protection error, a Send into a
 //     receive buffer there fails that receive the same way, and a Read
 //     into a sink there;
+//   - RFC 7306 atomics (fetch-and-add, compare-and-swap) on an explicit and
+//     on the implicit ODP region, with the original value landing in an
+//     ODP buffer; a target that is unmapped or read-only fails with a
+//     remote access error, a result buffer in a hole with a local
+//     protection error, and the process lives on;
 //   - ibv_advise_mr's checks, the ODP capabilities, a parent domain,
 //     ibv_resize_cq and ibv_query_rt_values_ex.
 // Every wait is bounded.
@@ -38,7 +43,8 @@ constexpr int kTimeoutMs = kPairTimeoutMs;
 constexpr size_t kBuf = kPairBuf;
 
 constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-constexpr int kOdp = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND;
+constexpr int kOdp = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ON_DEMAND;
 
 using Pair = ProbedPair;
 using Side = ProbedSide;
@@ -152,6 +158,69 @@ void unmapped_read_sink_case()
     close_probed_pair(p);
 }
 
+// Atomics through ODP regions: the target word in an explicit ODP MR and
+// under the implicit one, the original value into the client's implicit
+// region (fault-safe placement).
+void odp_atomic_case()
+{
+    Pair p;
+    connect_pair(p);
+    const size_t ps = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    char* target = half_mapped(4);  // pages 0-1 mapped, 2-3 a hole
+    ibv_mr* explicit_odp = ibv_reg_mr(p.s.pd, target, 4 * ps, kOdp);
+    REQUIRE(explicit_odp);
+    auto* word = reinterpret_cast<uint64_t*>(target + 64);
+    *word = 5;
+    uint64_t result[2] = {~uint64_t{0}, ~uint64_t{0}};
+    const auto res = reinterpret_cast<uintptr_t>(&result[0]);
+    const uint64_t at = reinterpret_cast<uintptr_t>(word);
+    CHECK(write_then_probe(p, at, explicit_odp->rkey, 8, IBV_WR_ATOMIC_FETCH_AND_ADD, res, p.c.implicit->lkey, 3) ==
+          IBV_WC_SUCCESS);
+    CHECK(result[0] == 5 && *word == 8);
+    CHECK(write_then_probe(p, at, p.s.implicit->rkey, 8, IBV_WR_ATOMIC_CMP_AND_SWP, res, p.c.implicit->lkey, 8, 42) ==
+          IBV_WC_SUCCESS);
+    CHECK(result[0] == 8 && *word == 42);
+    CHECK(write_then_probe(p, at, p.s.implicit->rkey, 8, IBV_WR_ATOMIC_CMP_AND_SWP, res, p.c.implicit->lkey, 7, 1) ==
+          IBV_WC_SUCCESS);
+    CHECK(result[0] == 42 && *word == 42);  // compare failed: unchanged
+    // A word on a page that was never touched is faulted in for write.
+    CHECK(write_then_probe(p, at + ps, explicit_odp->rkey, 8, IBV_WR_ATOMIC_FETCH_AND_ADD, res, p.c.implicit->lkey, 9) ==
+          IBV_WC_SUCCESS);
+    CHECK(result[0] == 0 && *reinterpret_cast<uint64_t*>(target + 64 + ps) == 9);
+    CHECK(ibv_dereg_mr(explicit_odp) == 0);
+    close_probed_pair(p);
+
+    // The target in the hole: the server's Terminate, a remote access error.
+    Pair q;
+    connect_pair(q);
+    CHECK(write_then_probe(q, reinterpret_cast<uintptr_t>(target) + 2 * ps + 8, q.s.implicit->rkey, 8,
+                IBV_WR_ATOMIC_FETCH_AND_ADD, res, q.c.implicit->lkey, 1) == IBV_WC_REM_ACCESS_ERR);
+    CHECK(write_then_probe(q, base(q.s), q.s.mr->rkey, 8) == IBV_WC_WR_FLUSH_ERR);
+    close_probed_pair(q);
+
+    // A read-only target: readable is not enough for an atomic.
+    Pair r;
+    connect_pair(r);
+    REQUIRE(mprotect(target, ps, PROT_READ) == 0);
+    CHECK(write_then_probe(r, at, r.s.implicit->rkey, 8, IBV_WR_ATOMIC_CMP_AND_SWP, res, r.c.implicit->lkey, 42, 1) ==
+          IBV_WC_REM_ACCESS_ERR);
+    CHECK(*word == 42);
+    close_probed_pair(r);
+
+    // The original value's buffer in a hole under the client's implicit
+    // lkey: a local protection error; the target did change (the responder
+    // performed it), as an RNIC's would.
+    Pair l;
+    connect_pair(l);
+    REQUIRE(mprotect(target, ps, PROT_READ | PROT_WRITE) == 0);
+    const int st = write_then_probe(l, at, l.s.implicit->rkey, 8, IBV_WR_ATOMIC_FETCH_AND_ADD,
+                         reinterpret_cast<uintptr_t>(target) + 3 * ps, l.c.implicit->lkey, 1);
+    if (st != IBV_WC_LOC_PROT_ERR) std::fprintf(stderr, "atomic result into a hole: status %d\n", st);
+    CHECK(st == IBV_WC_LOC_PROT_ERR);
+    close_probed_pair(l);
+    munmap(target, 2 * ps);
+}
+
 void api_case()
 {
     Pair p;
@@ -161,7 +230,8 @@ void api_case()
     CHECK(ibv_query_device_ex(ctx, nullptr, &dx) == 0);
     CHECK((dx.odp_caps.general_caps & (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT)) ==
           (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT));
-    const uint32_t rc = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
+    const uint32_t rc = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                        IBV_ODP_SUPPORT_ATOMIC;
     CHECK((dx.odp_caps.per_transport_caps.rc_odp_caps & rc) == rc);
     CHECK(dx.hca_core_clock != 0);
     // Implicit ODP needs ON_DEMAND.
@@ -248,6 +318,7 @@ int main()
     unmapped_receive_case(64);
     unmapped_receive_case(12 * 1024);
     unmapped_read_sink_case();
+    odp_atomic_case();
     api_case();
     return iwemu::test::check_exit_status("verbs_odp", "all checks passed");
 }
