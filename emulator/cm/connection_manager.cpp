@@ -986,10 +986,16 @@ void ConnectionManager::Loop::receive_start_key_locked(Connection& c)
         const wire::StartKeyParseResult k = wire::parse_start_key({c.buf->rx.data(), c.rx_len});
         if (k.status == wire::StartKeyParseStatus::complete) {
             // A variant layout's zero Rev octet / PD_Length may have come
-            // with the key; by the role order nothing else can be there yet.
-            std::array<uint8_t, wire::start_key_max_trailer> t{};
+            // with the key.  By the role order nothing else can be there
+            // yet, so it counts only if it is all there is: never the zero
+            // marker that opens a first FPDU (rule 7).
+            std::array<uint8_t, wire::start_key_max_trailer + 5> t{};
             const ssize_t p = ::recv(c.fd, t.data(), t.size(), MSG_PEEK | MSG_DONTWAIT);
-            const size_t extra = p > 0 ? wire::start_key_trailer_size({t.data(), static_cast<size_t>(p)}) : 0;
+            const size_t there = p > 0 ? static_cast<size_t>(p) : 0;
+            const size_t extra = there <= wire::start_key_max_trailer &&
+                                         wire::start_key_trailer_size({t.data(), there}) == there
+                                     ? there
+                                     : 0;
             if (extra != 0) {
                 [[maybe_unused]] const ssize_t got = capture::on() ? capture::recv(c.fd, t.data(), extra, 0, 0)
                                                                     : ::recv(c.fd, t.data(), extra, 0);
