@@ -1348,9 +1348,15 @@ int ConnectionManager::Loop::reject(ConnectionId id, std::span<const uint8_t> pr
     Connection* c = find_locked(id);
     if (!c || c->destroyed)
         return -ENOENT;
+    // A Start Key connection has nowhere to put a reject's private data:
+    // dropped (logged), the reject itself goes through -- an rdma_reject
+    // that failed would leave the request pending (and rdma_cm's id torn).
     if (c->state != StartupState::awaiting_ulp ||
-        private_data.size() > (c->start_key ? 0 : max_sent_ulp_private_data(settings_, c->assessment.enhanced)))
+        (!c->start_key && private_data.size() > max_sent_ulp_private_data(settings_, c->assessment.enhanced)))
         return -EINVAL;
+    if (c->start_key && !private_data.empty())
+        IWEMU_LOG(info, "cm: reject of a Start Key connection: %zu octets of private data dropped (draft-03 has none)",
+                  private_data.size());
     if (const int rc = ensure_running_locked(); rc != 0)
         return rc;
     if (c->start_key) {  // §13.3: reject = close without a key

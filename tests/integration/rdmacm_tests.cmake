@@ -199,3 +199,7 @@ set_tests_properties(integration.rdmacm.rdmac_rev0 PROPERTIES LABELS integration
 add_test(NAME integration.rdmacm.rdmac_startkey
   COMMAND timeout 280 ${RDMACM_HERE}/rdmac_startkey.sh $<TARGET_FILE:iwemu_run>)
 set_tests_properties(integration.rdmacm.rdmac_startkey PROPERTIES LABELS integration TIMEOUT 280)
+# The same mode through librdmacm: private data is EINVAL (draft-03 has none in MPA).
+add_test(NAME integration.rdmacm.startkey_private_data
+  COMMAND env IWEMU_MPA_STARTUP=startkey timeout 60 $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test> startkey)
+set_tests_properties(integration.rdmacm.startkey_private_data PROPERTIES LABELS integration TIMEOUT 60)
