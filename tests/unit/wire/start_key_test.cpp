@@ -121,5 +121,25 @@ TEST(StartKey, ClassifiesTheStartupForm)
     EXPECT_EQ(classify_startup(hex("47 45 54 20")), StartupForm::neither);  // "GET "
 }
 
+TEST(StartKey, EveryFlagsOctetAndEveryPrefix)
+{
+    for (size_t n = 0; n < start_key_size; ++n) {  // a good key's prefixes only ever ask for the rest
+        const auto r = parse_start_key(std::span(seed_key_hex).first(std::min(n, seed_key_hex.size())));
+        EXPECT_EQ(r.status, StartKeyParseStatus::need_more);
+        EXPECT_EQ(r.need, start_key_size - std::min(n, seed_key_hex.size()));
+    }
+    for (unsigned f = 0; f < 256; ++f) {
+        auto b = seed_key_hex;
+        b.push_back(static_cast<uint8_t>(f));
+        const auto r = parse_start_key(b);
+        ASSERT_EQ(r.status == StartKeyParseStatus::complete, (f & 0x0F) == 0) << f;
+        if (r.status != StartKeyParseStatus::complete)
+            continue;
+        std::array<uint8_t, 16> again{};
+        ASSERT_EQ(encode_start_key(r.key, again), 16u);
+        EXPECT_EQ(std::vector<uint8_t>(again.begin(), again.end()), b);  // round trip, Res included
+    }
+}
+
 }  // namespace
 }  // namespace iwemu::wire
