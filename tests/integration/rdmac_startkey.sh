@@ -6,13 +6,15 @@
 # connection set up by Start Keys at DDP/RDMAP version 0 with CRC.  Then raw
 # sockets against rping -s (default settings, permissive): a good key and an
 # RFC 5044-shaped variant are answered with a Start Key, a bad key is closed
-# with nothing sent (error 4) and the server logs why.
-# usage: rdmac_startkey.sh IWEMU_RUN
+# with nothing sent (error 4) and the server logs why.  With IWEMU given,
+# `iwemu decode` reads the server's capture of a Start Key connection.
+# usage: rdmac_startkey.sh IWEMU_RUN [IWEMU] (with IWEMU: its decode reads a capture)
 set -u
 here=$(dirname "$0")
 . "$here/rdmacm_lib.sh"
 . "$here/rping_exit_race.sh"
 run=$1
+decode=${2:-}  # iwemu (decode), optional
 addr=127.0.0.1
 dir=$(mktemp -d)
 server=
@@ -74,6 +76,22 @@ for roles in "IWEMU_MPA_STARTUP=frames $sk" "$sk IWEMU_MPA_STARTUP=frames"; do
         echo "$t -R, server $senv, client $cenv: $row"
     done
 done
+
+# The server's IWEMU_CAPTURE of a Start Key connection: `iwemu decode` reads
+# both directions from their Start Keys through version-0 FPDUs with markers.
+if [ -n "$decode" ]; then
+    pair "IWEMU_CAPTURE=$dir/sk.pcapng" "$sk" rping -s -a $addr -p @PORT@ -C 3 -S 100 -V -- \
+        rping -c -a $addr -p @PORT@ -C 3 -S 100 -V -v
+    "$decode" decode "$dir/sk.pcapng" > "$dir/decode.out" 2>&1
+    rc=$?
+    keys=$(grep -c '^startkey at=0 length=16 key="MPA ident frame" m=1 c=1 res=0 rev=0' "$dir/decode.out")
+    ends=$(grep -c '^end: 1 startup frame(s)' "$dir/decode.out")
+    if [ $rc -ne 0 ] || [ "$keys" -ne 2 ] || [ "$ends" -ne 2 ] || ! grep -q "markers=0x200" "$dir/decode.out"; then
+        cat "$dir/decode.out"
+        fail "iwemu decode of a Start Key capture: rc $rc, $keys keys, $ends whole directions"
+    fi
+    echo "iwemu decode of the capture: both Start Keys, $(grep -c '^fpdu' "$dir/decode.out") version-0 FPDUs with markers, all CRCs good"
+fi
 
 # Raw draft-03 peers against rping -s with the default (permissive) settings.
 for mode in good variant bad; do

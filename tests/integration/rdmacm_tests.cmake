@@ -197,7 +197,7 @@ set_tests_properties(integration.rdmacm.rdmac_rev0 PROPERTIES LABELS integration
 # (good key, RFC 5044-shaped variant, invalid key = error 4) against rping -s
 # (issue 29).
 add_test(NAME integration.rdmacm.rdmac_startkey
-  COMMAND timeout 280 ${RDMACM_HERE}/rdmac_startkey.sh $<TARGET_FILE:iwemu_run>)
+  COMMAND timeout 280 ${RDMACM_HERE}/rdmac_startkey.sh $<TARGET_FILE:iwemu_run> $<TARGET_FILE:iwemu>)
 set_tests_properties(integration.rdmacm.rdmac_startkey PROPERTIES LABELS integration TIMEOUT 280)
 # The same mode through librdmacm: private data is EINVAL (draft-03 has none in MPA).
 add_test(NAME integration.rdmacm.startkey_private_data
