@@ -1003,8 +1003,7 @@ void ConnectionManager::Loop::receive_start_key_locked(Connection& c)
             start_key_received_locked(c, k.key);
             return;
         }
-        if (k.status != wire::StartKeyParseStatus::need_more) {
-            IWEMU_LOG(warn, "cm: %s: closing the connection (draft-03 MPA error 4)", wire::to_string(k.status).data());
+        if (k.status != wire::StartKeyParseStatus::need_more) {  // closed, nothing sent; logged at info
             fail_locked(c, CmEventType::connect_error, EPROTO, wire::terminate_code(k.status),
                         wire::to_string(k.status));
             return;
