@@ -91,6 +91,7 @@ constexpr Key keys[] = {
     {"markers", "IWEMU_MARKERS"},
     {"mpa_rev", "IWEMU_MPA_REV"},
     {"mpa_rev0", "IWEMU_MPA_REV0"},
+    {"mpa_startup", "IWEMU_MPA_STARTUP"},
     {"p2p", "IWEMU_P2P"},
     {"rtr", "IWEMU_RTR"},
     {"seed_rtr", "IWEMU_SEED_RTR"},
@@ -138,6 +139,11 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         if (value == "accept") mpa_rev0_accept = true;
         else if (value == "reject") mpa_rev0_accept = false;
         else ok = parse_bool(value, &mpa_rev0_accept);
+    }
+    else if (key == "mpa_startup") {
+        if (value == "frames") mpa_start_key = false;
+        else if (value == "startkey" || value == "start_key" || value == "draft03") mpa_start_key = true;
+        else ok = false;
     }
     else if (key == "p2p") ok = parse_bool(value, &peer_to_peer);
     else if (key == "rtr") { ok = valid_rtr_list(value); if (ok) rtr_types = std::string(value); }

@@ -37,6 +37,10 @@ struct Config {
     // served permissively (DDP/RDMAP version 0, markers and CRC on: RFC 5044
     // Appendix C); off = non-permissive (Rev 1 Reply with R=1, then close).
     bool mpa_rev0_accept = true;
+    // IWEMU_MPA_STARTUP: how an rdma_cm Initiator starts MPA: "frames"
+    // (RFC 5044 Request/Reply, per mpa_rev) or "startkey" (seed 000,
+    // draft-03: a Start Key, DDP/RDMAP version 0, no Private Data).
+    bool mpa_start_key = false;
     bool peer_to_peer = true;        // IWEMU_P2P: RFC 6581 A bit
     // IWEMU_RTR: RTR types offered, in preference order (read, write, send).
     // Read first: its Response tells the Initiator that the peer reads its

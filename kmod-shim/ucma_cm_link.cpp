@@ -31,6 +31,7 @@ cm::CmSettings settings_from(const Emulator& emu) {
     cm::CmSettings s;
     s.mpa_revision = cfg.mpa_revision;
     s.accept_rev0 = cfg.mpa_rev0_accept;
+    s.start_key = cfg.mpa_start_key;
     s.crc = cfg.crc;
     s.markers = cfg.markers;
     s.peer_to_peer = cfg.seed_rtr_frame ? cm::PeerToPeerMode::seed002

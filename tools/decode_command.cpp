@@ -14,6 +14,7 @@
 
 #include "tools/capture_streams.h"
 #include "tools/stream_decoder.h"
+#include "emulator/wire/start_key.h"
 
 namespace iwemu::tools {
 namespace {
@@ -66,7 +67,15 @@ bool is_capture_file(const std::vector<uint8_t>& d)
 bool opens_mpa_frame(const std::vector<uint8_t>& b)
 {
     static constexpr char prefix[] = "MPA ID R";
-    return b.size() >= 20 && std::memcmp(b.data(), prefix, 8) == 0;
+    return (b.size() >= 20 && std::memcmp(b.data(), prefix, 8) == 0) ||
+           (b.size() >= wire::start_key_size &&
+            std::memcmp(b.data(), wire::start_key_text.data(), wire::start_key_text_size) == 0);
+}
+
+// The M/C flags octet of a startup frame (+16) or a draft-03 Start Key (+15).
+uint8_t startup_flags(const std::vector<uint8_t>& b)
+{
+    return b[0] == 0x4D && b.size() > 4 && b[4] == 0x69 ? b[wire::start_key_text_size] : b[16];
 }
 
 // Both directions of each chosen connection: the startup frames give the
@@ -93,7 +102,7 @@ int decode_capture(const std::vector<uint8_t>& data, const ConnectionChoice& cho
         const CapturedDirection* dirs[2] = {&c->a_to_b, &c->b_to_a};
         bool crc = false;
         for (const auto* d : dirs)
-            if (opens_mpa_frame(d->bytes) && (d->bytes[16] & 0x40)) crc = true;
+            if (opens_mpa_frame(d->bytes) && (startup_flags(d->bytes) & 0x40)) crc = true;
         for (int i = 0; i < 2; ++i) {
             const CapturedDirection& d = *dirs[i];
             const CapturedDirection& other = *dirs[1 - i];
@@ -103,7 +112,8 @@ int decode_capture(const std::vector<uint8_t>& data, const ConnectionChoice& cho
             DecodeOptions o = base;
             o.start = opens_mpa_frame(d.bytes) ? StreamStart::mpa : StreamStart::fpdu;
             if (!crc_given && opens_mpa_frame(d.bytes) && opens_mpa_frame(other.bytes)) o.crc = crc;
-            o.markers = opens_mpa_frame(other.bytes) && (other.bytes[16] & 0x80);
+            o.markers = opens_mpa_frame(other.bytes) && (startup_flags(other.bytes) & 0x80);
+            o.markers_known = true;
             int r = decode_stream(d.bytes, o, stdout);
             // A stream the capture cut short ends in a "truncated" error that is the capture's, not the peer's.
             if (r != decode_ok && !d.gap.empty()) {
@@ -128,6 +138,8 @@ void print_decode_usage(bool to_stderr)
         "flags and private data (RFC 6581 enhanced data), then each FPDU's stream\n"
         "offset, ULPDU_Length, CRC verdict, markers, DDP and RDMAP fields.  Stops at\n"
         "the first malformation and prints the Terminate code it implies.\n"
+        "A stream opening with a draft-03 Start Key (\"MPA ident frame\", seed 000)\n"
+        "is decoded as such, then as version-0 FPDUs.\n"
         "\n"
         "A pcap or pcapng file (a live capture, or one IWEMU_CAPTURE wrote) is\n"
         "read as such: both directions of each chosen TCP connection are put back\n"
@@ -136,8 +148,9 @@ void print_decode_usage(bool to_stderr)
         "options:\n"
         "  --crc on|off       CRC present and checked in FPDUs (default: the C bit of\n"
         "                     the startup frame seen; on with --start fpdu)\n"
-        "  --markers on|off   markers in this direction (default off; the peer's M bit\n"
-        "                     decides, and it is in the other direction)\n"
+        "  --markers on|off   markers in this direction (default off, on after a\n"
+        "                     Start Key; the peer's M bit decides, and it is in the\n"
+        "                     other direction)\n"
         "  --start mpa|fpdu   stream begins with an MPA frame (default) or at an FPDU\n"
         "                     boundary in Full Operation\n"
         "  --offset N         stream offset of the first FPDU octet relative to\n"
@@ -147,7 +160,8 @@ void print_decode_usage(bool to_stderr)
         "                     each QP's number on its packets)\n"
         "  --ports P[,P2]     capture: the connections with port P (and P2)\n"
         "  --version 0|1      DDP/RDMAP version of the FPDUs: 0 = RDMA Consortium\n"
-        "                     (default: 0 after a Rev 0 startup frame, with markers;\n"
+        "                     (default: 0 after a Rev 0 startup frame or a Start\n"
+        "                     Key, with markers;\n"
         "                     give it with --start fpdu for a Rev 0 stream)\n"
         "  -h, --help         this text\n"
         "\n"
@@ -190,6 +204,7 @@ int decode_command(int argc, char** argv)
         } else if (a == "--markers") {
             if (!on_off(options.markers))
                 return exit_usage;
+            options.markers_known = true;
         } else if (a == "--version") {
             if (!value(v) || (v != "0" && v != "1")) {
                 std::fprintf(stderr, "iwemu decode: --version takes 0 or 1\n");

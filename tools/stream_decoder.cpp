@@ -11,6 +11,7 @@
 
 #include "emulator/wire/fpdu_receiver.h"
 #include "emulator/wire/mpa_frame.h"
+#include "emulator/wire/start_key.h"
 #include "emulator/wire/rdmap_message.h"
 #include "tools/segment_format.h"
 
@@ -202,7 +203,51 @@ int decode_stream(std::span<const uint8_t> stream, const DecodeOptions& options,
     DecodeOptions eff = options;  // with what the startup frame implies
     eff.version = options.version.value_or(1);
 
-    if (options.start == StreamStart::mpa) {
+    if (options.start == StreamStart::mpa &&
+        wire::classify_startup(stream.first(std::min<size_t>(stream.size(), 5))) == wire::StartupForm::start_key) {
+        // draft-03 (seed 000 §8.1.1): a Start Key, then version-0 FPDUs.
+        const wire::StartKeyParseResult k = wire::parse_start_key(stream, true);
+        if (k.status != wire::StartKeyParseStatus::complete) {
+            const auto what = wire::to_string(k.status);
+            put_line(out, strprintf("error: at=0: draft-03 Start Key: %.*s", static_cast<int>(what.size()), what.data()));
+            if (auto code = wire::terminate_code(k.status))
+                put_terminate(out, *code);
+            return decode_malformed;
+        }
+        // A variant's zero Rev octet / PD_Length cannot be told from the
+        // zero marker that opens the first FPDU by its octets: the length
+        // whose FPDUs then decode wins (none: the 16-octet layout).
+        size_t trailer = 0;
+        if (const size_t most = wire::start_key_trailer_size(stream.subspan(wire::start_key_size)); most != 0) {
+            if (std::FILE* sink = std::fopen("/dev/null", "w")) {
+                DecodeOptions trial = options;
+                trial.start = StreamStart::fpdu;
+                trial.crc = options.crc.value_or(true);
+                trial.version = options.version.value_or(0);
+                trial.markers = options.markers_known ? options.markers : true;
+                trial.markers_known = true;
+                for (const size_t t : {size_t{0}, size_t{1}, size_t{3}}) {
+                    if (t > most)
+                        break;
+                    if (decode_stream(stream.subspan(wire::start_key_size + t), trial, sink) == decode_ok) {
+                        trailer = t;
+                        break;
+                    }
+                }
+                std::fclose(sink);
+            }
+        }
+        put_line(out, strprintf("startkey at=0 length=%zu key=\"MPA ident frame\" m=%d c=%d res=%u rev=0%s",
+                                wire::start_key_size + trailer, k.key.marker, k.key.crc, k.key.res,
+                                trailer ? " (variant: zero Rev octet / PD_Length after the key)" : ""));
+        ++frames;
+        pos = wire::start_key_size + trailer;
+        crc = options.crc.value_or(true);  // either side's C=1: this direction cannot see the other key
+        if (!options.version)
+            eff.version = 0;
+        if (!options.markers_known)
+            eff.markers = true;
+    } else if (options.start == StreamStart::mpa) {
         const wire::MpaParseResult first = wire::parse_mpa_frame(stream, std::nullopt, true, /*accept_rev0=*/true);
         if (first.status != wire::MpaParseStatus::complete) {
             const auto what = wire::to_string(first.status);

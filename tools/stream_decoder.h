@@ -21,6 +21,10 @@ struct DecodeOptions {
     // seen (on with --start fpdu).  One direction cannot see the peer's C bit.
     std::optional<bool> crc;
     bool markers = false;   // markers present in this direction
+    // `markers` was given (--markers, or the capture's other direction):
+    // otherwise a stream opening with a draft-03 Start Key assumes markers,
+    // as iwemu and RDMA Consortium-era peers send M=1.
+    bool markers_known = false;
     uint32_t offset = 0;    // stream offset of the first FPDU-phase octet, relative to SeqStart
     bool rfc7306 = true;    // accept the RFC 7306 opcodes
     // DDP/RDMAP version of the FPDUs: 1, or 0 (RDMA Consortium, RFC 5044

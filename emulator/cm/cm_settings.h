@@ -57,6 +57,11 @@ struct CmSettings {
     // the connection to version 0 with markers and CRC.  false: a Rev 0
     // Request gets a Rev 1 Reply with R=1 and is closed; a Rev 0 Reply closes.
     bool accept_rev0 = true;
+    // Initiator: draft-03 startup (seed 000 §8.1): a "Start Key" instead of
+    // the Request/Reply frames, DDP/RDMAP version 0, no Private Data
+    // (start_key_startup.h).  A Responder answers a Start Key with one when
+    // this or accept_rev0 is set; RFC 5044 Requests it judges as usual.
+    bool start_key = false;
     // C bit we send.  false only when an administrator asked for no CRC
     // (RFC 5044 §4.4); a peer's C=1 is always honoured (CRC both ways).
     bool crc = true;

@@ -19,10 +19,12 @@
 
 #include "emulator/capture/stream_capture.h"
 #include "emulator/cm/mpa_negotiation.h"
+#include "emulator/cm/start_key_startup.h"
 #include "emulator/cm/startup_state.h"
 #include "emulator/cm/tcp_socket.h"
 #include "emulator/log.h"
 #include "emulator/wire/fpdu.h"
+#include "emulator/wire/start_key.h"
 #include "emulator/wire/terminate_message.h"
 
 namespace iwemu::cm {
@@ -154,6 +156,11 @@ struct ConnectionManager::Connection {
     uint8_t peer_revision = 0;
     std::vector<uint8_t> peer_private_data;  // active: the Reply's, for `established`
     ConnectionParams params;       // negotiated, for the hand-off
+    // draft-03 startup (start_key_startup.h): active from connect() in
+    // start-key mode, passive once the peer's first octets read "MPA i".
+    bool start_key = false;
+    wire::StartKey our_key;
+    wire::StartKey peer_key;
     std::optional<wire::TerminateCode> failure;  // sending_terminate
     std::string_view failure_reason;
 
@@ -222,6 +229,10 @@ private:
     void frame_received_locked(Connection& c, const wire::MpaParseResult& r);
     void request_received_locked(Connection& c, const wire::MpaFrame& frame);
     void reply_received_locked(Connection& c, const wire::MpaFrame& frame);
+    void receive_start_key_locked(Connection& c);
+    void start_key_answers_locked(Connection& c);
+    void start_key_received_locked(Connection& c, const wire::StartKey& key);
+    bool encode_start_key_locked(Connection& c);
     void hand_off_locked(Connection& c);
     void fail_locked(Connection& c, CmEventType type, int error,
                      std::optional<wire::TerminateCode> mpa_error, std::string_view reason);
@@ -639,10 +650,12 @@ void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t ev
         local_address(c.fd, &c.local);
         peer_address(c.fd, &c.peer);
         if (capture::on()) capture::begin(c.fd, true);
-        set_state_locked(c, StartupState::sending_request);
+        set_state_locked(c, c.start_key ? StartupState::sending_start_key : StartupState::sending_request);
         send_locked(c);
         return;
     }
+    case StartupState::sending_start_key:
+    case StartupState::answering_start_key:
     case StartupState::sending_request:
     case StartupState::sending_rtr_frame:
     case StartupState::sending_terminate:
@@ -653,6 +666,7 @@ void ConnectionManager::Loop::connection_ready_locked(Connection& c, uint32_t ev
     case StartupState::awaiting_reply:
     case StartupState::awaiting_request:
     case StartupState::awaiting_rtr_frame:
+    case StartupState::awaiting_start_key:
         receive_locked(c);
         return;
     case StartupState::awaiting_ulp:
@@ -712,7 +726,8 @@ void ConnectionManager::Loop::send_locked(Connection& c)
             return;
         }
         const int err = n < 0 ? errno : ECONNRESET;
-        if (c.state == StartupState::sending_request && (err == ECONNRESET || err == EPIPE))
+        if ((c.state == StartupState::sending_request || c.state == StartupState::sending_start_key) &&
+            (err == ECONNRESET || err == EPIPE))
             reset_before_reply_locked(c, err, "peer went away before the MPA Request was out");
         else
             fail_locked(c, CmEventType::connect_error, err, std::nullopt, "peer went away during MPA startup");
@@ -730,6 +745,14 @@ void ConnectionManager::Loop::sent_locked(Connection& c)
         watch_locked(c, EPOLLIN | EPOLLRDHUP);
         return;
     case StartupState::sending_rtr_frame:
+        hand_off_locked(c);
+        return;
+    case StartupState::sending_start_key:  // rule 4: nothing more before the peer's key
+        set_state_locked(c, StartupState::awaiting_start_key);
+        c.rx_len = 0;
+        watch_locked(c, EPOLLIN | EPOLLRDHUP);
+        return;
+    case StartupState::answering_start_key:  // rule 5 is the QP's: no FPDU before the peer's first
         hand_off_locked(c);
         return;
     case StartupState::sending_reply:
@@ -756,6 +779,18 @@ void ConnectionManager::Loop::sent_locked(Connection& c)
 
 void ConnectionManager::Loop::receive_locked(Connection& c)
 {
+    // A Start Key may open the stream (Responder), or answer our Request
+    // (Initiator: a start-key-mode Responder, followed when permissive).
+    const bool may_be_start_key =
+        (c.state == StartupState::awaiting_request || c.state == StartupState::awaiting_reply) &&
+        recognises_start_key(settings_);
+    if (may_be_start_key && !c.start_key &&
+        wire::classify_startup({c.buf->rx.data(), c.rx_len}) == wire::StartupForm::start_key)
+        start_key_answers_locked(c);
+    if (c.state == StartupState::awaiting_start_key || (c.state == StartupState::awaiting_request && c.start_key)) {
+        receive_start_key_locked(c);
+        return;
+    }
     const wire::MpaFrameType expected = c.state == StartupState::awaiting_reply     ? wire::MpaFrameType::reply
                                         : c.state == StartupState::awaiting_request ? wire::MpaFrameType::request
                                                                                     : wire::MpaFrameType::rtr;
@@ -773,10 +808,20 @@ void ConnectionManager::Loop::receive_locked(Connection& c)
         }
         // Exactly what the frame still lacks, never more: the octets after
         // it belong to the QP (siw as Responder sends FPDUs right after its Reply).
-        const ssize_t n = capture::on() ? capture::recv(c.fd, c.buf->rx.data() + c.rx_len, r.need, 0, 0)
-                                         : ::recv(c.fd, c.buf->rx.data() + c.rx_len, r.need, 0);
+        // Where a Start Key may come, no more than its 16 octets until the
+        // form is known: its sender then waits for us (seed 000 §8.1 rule 4).
+        size_t need = r.need;
+        if (may_be_start_key && c.rx_len < wire::start_key_size)
+            need = std::min(need, wire::start_key_size - c.rx_len);
+        const ssize_t n = capture::on() ? capture::recv(c.fd, c.buf->rx.data() + c.rx_len, need, 0, 0)
+                                         : ::recv(c.fd, c.buf->rx.data() + c.rx_len, need, 0);
         if (n > 0) {
             c.rx_len += static_cast<size_t>(n);
+            if (may_be_start_key && wire::classify_startup({c.buf->rx.data(), c.rx_len}) == wire::StartupForm::start_key) {
+                start_key_answers_locked(c);
+                receive_start_key_locked(c);
+                return;
+            }
             continue;
         }
         if (n == 0) {
@@ -822,6 +867,25 @@ void ConnectionManager::Loop::frame_received_locked(Connection& c, const wire::M
 
 void ConnectionManager::Loop::request_received_locked(Connection& c, const wire::MpaFrame& frame)
 {
+    if (settings_.start_key) {
+        // A start-key-mode Responder is the draft's "Active" side: the
+        // Request is the Initiator's declaration (its M and C), answered on
+        // accept() with our Start Key, which a permissive Initiator follows.
+        wire::StartKey declared;
+        declared.marker = frame.marker;
+        declared.crc = frame.crc;
+        c.start_key = true;
+        c.peer_key = declared;
+        set_state_locked(c, StartupState::awaiting_ulp);
+        c.deadline.reset();
+        c.visible = true;
+        watch_locked(c, EPOLLRDHUP);
+        CmEvent ev = make_event(c, CmEventType::connect_request);
+        ev.private_data.assign(frame.private_data.begin(), frame.private_data.end());
+        ev.max_reply_private_data = 0;
+        queue_event_locked(c, std::move(ev));
+        return;
+    }
     c.assessment = assess_request(settings_, frame);
     c.peer_revision = frame.rev;
     switch (c.assessment.verdict) {
@@ -914,6 +978,113 @@ void ConnectionManager::Loop::reply_received_locked(Connection& c, const wire::M
     hand_off_locked(c);
 }
 
+// The peer's Start Key (seed 000 §8.1.1), read with exact lengths like the
+// frames.  Error 4 (§9: "invalid Start Key") and Rev != 0 close at once.
+void ConnectionManager::Loop::receive_start_key_locked(Connection& c)
+{
+    for (;;) {
+        const wire::StartKeyParseResult k = wire::parse_start_key({c.buf->rx.data(), c.rx_len});
+        if (k.status == wire::StartKeyParseStatus::complete) {
+            // A variant layout's zero Rev octet / PD_Length may have come
+            // with the key.  By the role order nothing else can be there
+            // yet, so it counts only if it is all there is: never the zero
+            // marker that opens a first FPDU (rule 7).
+            std::array<uint8_t, wire::start_key_max_trailer + 5> t{};
+            const ssize_t p = ::recv(c.fd, t.data(), t.size(), MSG_PEEK | MSG_DONTWAIT);
+            const size_t there = p > 0 ? static_cast<size_t>(p) : 0;
+            const size_t extra = there <= wire::start_key_max_trailer &&
+                                         wire::start_key_trailer_size({t.data(), there}) == there
+                                     ? there
+                                     : 0;
+            if (extra != 0) {
+                [[maybe_unused]] const ssize_t got = capture::on() ? capture::recv(c.fd, t.data(), extra, 0, 0)
+                                                                    : ::recv(c.fd, t.data(), extra, 0);
+            }
+            start_key_received_locked(c, k.key);
+            return;
+        }
+        if (k.status != wire::StartKeyParseStatus::need_more) {  // closed, nothing sent; logged at info
+            fail_locked(c, CmEventType::connect_error, EPROTO, wire::terminate_code(k.status),
+                        wire::to_string(k.status));
+            return;
+        }
+        const ssize_t n = capture::on() ? capture::recv(c.fd, c.buf->rx.data() + c.rx_len, k.need, 0, 0)
+                                         : ::recv(c.fd, c.buf->rx.data() + c.rx_len, k.need, 0);
+        if (n > 0) {
+            c.rx_len += static_cast<size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (c.state == StartupState::awaiting_start_key && c.rx_len == 0) {
+            if (n == 0) {
+                // §13.3: a Responder rejects by closing without its key.
+                CmEvent ev = make_event(c, CmEventType::rejected);
+                ev.error = ECONNREFUSED;
+                ev.reason = "Responder closed without a Start Key (draft-03 reject)";
+                queue_event_locked(c, std::move(ev));
+                c.visible = false;
+                retire_locked(c, false);
+            } else if (errno == ECONNRESET) {
+                reset_before_reply_locked(c, ECONNRESET, "peer reset before its Start Key");
+            } else {
+                fail_locked(c, CmEventType::connect_error, errno, std::nullopt, "receive failed during MPA startup");
+            }
+            return;
+        }
+        if (n == 0)
+            fail_locked(c, CmEventType::connect_error, c.rx_len == 0 ? ECONNRESET : EPROTO,
+                        c.rx_len == 0 ? std::nullopt : wire::terminate_code(wire::StartKeyParseStatus::truncated),
+                        wire::to_string(c.rx_len == 0 ? wire::StartKeyParseStatus::need_more
+                                                      : wire::StartKeyParseStatus::truncated));
+        else
+            fail_locked(c, CmEventType::connect_error, errno, std::nullopt, "receive failed during MPA startup");
+        return;
+    }
+}
+
+// The peer's first octets read "MPA i": a Start Key.  An Initiator that
+// sent a Request takes it as the answer of a start-key-mode Responder; its
+// own "key" is then what its Request declared (M, C).
+void ConnectionManager::Loop::start_key_answers_locked(Connection& c)
+{
+    c.start_key = true;
+    if (c.state == StartupState::awaiting_reply) {
+        c.our_key.marker = c.request.marker;
+        c.our_key.crc = c.request.crc;
+        set_state_locked(c, StartupState::awaiting_start_key);
+    }
+}
+
+void ConnectionManager::Loop::start_key_received_locked(Connection& c, const wire::StartKey& key)
+{
+    c.peer_key = key;
+    c.peer_revision = 0;
+    if (c.active) {  // we are the draft's "Passive" side: both keys in, FPDUs may go (rule 4)
+        c.params = start_key_params(settings_, c.our_key, key, ConnectionRole::initiator, c.ird, c.ord);
+        hand_off_locked(c);
+        return;
+    }
+    // Responder ("Active"): the ULP decides; our key goes out on accept().
+    set_state_locked(c, StartupState::awaiting_ulp);
+    c.deadline.reset();
+    c.visible = true;
+    watch_locked(c, EPOLLRDHUP);
+    CmEvent ev = make_event(c, CmEventType::connect_request);
+    ev.max_reply_private_data = 0;  // draft-03 has no Private Data in MPA
+    queue_event_locked(c, std::move(ev));
+}
+
+bool ConnectionManager::Loop::encode_start_key_locked(Connection& c)
+{
+    c.our_key = make_start_key(settings_);
+    c.tx_len = wire::encode_start_key(c.our_key, c.buf->tx);
+    c.tx_off = 0;
+    return c.tx_len != 0;
+}
+
 void ConnectionManager::Loop::hand_off_locked(Connection& c)
 {
     ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
@@ -926,9 +1097,9 @@ void ConnectionManager::Loop::hand_off_locked(Connection& c)
         char peer[64];
         const ConnectionParams& p = c.params;
         log_message(LogLevel::debug,
-                    "cm: %s %s: MPA rev %u, DDP/RDMAP v%u, CRC tx/rx %d/%d, markers tx/rx %d/%d, RTR %s, IRD %u ORD %u, MULPDU %u",
+                    "cm: %s %s: MPA rev %u%s, DDP/RDMAP v%u, CRC tx/rx %d/%d, markers tx/rx %d/%d, RTR %s, IRD %u ORD %u, MULPDU %u",
                     c.active ? "connected to" : "accepted", format_address(c.peer, peer, sizeof(peer)),
-                    p.mpa_revision, p.ddp_rdmap_version, p.tx.crc, p.rx.crc, p.tx.markers, p.rx.markers, rtr_name(p.rtr),
+                    p.mpa_revision, c.start_key ? " (draft-03 Start Key)" : "", p.ddp_rdmap_version, p.tx.crc, p.rx.crc, p.tx.markers, p.rx.markers, rtr_name(p.rtr),
                     p.ird, p.ord, p.mulpdu);
     }
     Action a;
@@ -1135,10 +1306,23 @@ int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
     if (!c || c->destroyed)
         return -ENOENT;
     if (c->state != StartupState::awaiting_ulp || !args.endpoint.attach ||
-        args.private_data.size() > max_sent_ulp_private_data(settings_, c->assessment.enhanced))
+        args.private_data.size() > (c->start_key ? 0 : max_sent_ulp_private_data(settings_, c->assessment.enhanced)))
         return -EINVAL;
     if (const int rc = ensure_running_locked(); rc != 0)
         return rc;
+    if (c->start_key) {  // rule 2: the draft's "Active" side sends its key now
+        if (!encode_start_key_locked(*c))
+            return -EINVAL;
+        c->params = start_key_params(settings_, c->our_key, c->peer_key, ConnectionRole::responder, args.ird, args.ord);
+        c->endpoint = args.endpoint;
+        if (args.handler)
+            c->handler = args.handler;
+        set_state_locked(*c, StartupState::answering_start_key);
+        c->deadline = Clock::now() + settings_.mpa_timeout;
+        send_locked(*c);
+        wake();
+        return 0;
+    }
     AcceptPlan plan = plan_accept(settings_, c->assessment, args.ird, args.ord);
     plan.reply.private_data = args.private_data;
     if (!encode_frame_locked(*c, plan.reply))
@@ -1163,11 +1347,23 @@ int ConnectionManager::Loop::reject(ConnectionId id, std::span<const uint8_t> pr
     Connection* c = find_locked(id);
     if (!c || c->destroyed)
         return -ENOENT;
+    // A Start Key connection has nowhere to put a reject's private data:
+    // dropped (logged), the reject itself goes through -- an rdma_reject
+    // that failed would leave the request pending (and rdma_cm's id torn).
     if (c->state != StartupState::awaiting_ulp ||
-        private_data.size() > max_sent_ulp_private_data(settings_, c->assessment.enhanced))
+        (!c->start_key && private_data.size() > max_sent_ulp_private_data(settings_, c->assessment.enhanced)))
         return -EINVAL;
+    if (c->start_key && !private_data.empty())
+        IWEMU_LOG(info, "cm: reject of a Start Key connection: %zu octets of private data dropped (draft-03 has none)",
+                  private_data.size());
     if (const int rc = ensure_running_locked(); rc != 0)
         return rc;
+    if (c->start_key) {  // §13.3: reject = close without a key
+        c->visible = false;
+        retire_locked(*c, false);
+        wake();
+        return 0;
+    }
     wire::MpaFrame reply = make_reject(settings_, c->assessment);
     reply.private_data = private_data;
     if (!encode_frame_locked(*c, reply))
@@ -1189,13 +1385,23 @@ int ConnectionManager::Loop::connect(const ConnectArgs& args, ConnectionId* id)
     if (!id || !args.handler || !args.endpoint.attach)
         return -EINVAL;
     auto c = std::make_unique<Connection>();
-    c->request = make_request(settings_, args.ird, args.ord);
-    if (args.private_data.size() > max_sent_ulp_private_data(settings_, c->request.enhanced.has_value()))
-        return -EINVAL;
-    c->request.private_data = args.private_data;
-    if (!encode_frame_locked(*c, c->request))
-        return -EINVAL;
-    c->request.private_data = {};  // the caller's bytes are not ours to keep
+    if (settings_.start_key) {
+        // draft-03 carries Private Data outside MPA (§13.3), in a format
+        // whose figure is lost: not offered (docs/interop.md).
+        if (!args.private_data.empty())
+            return -EINVAL;
+        c->start_key = true;
+        if (!encode_start_key_locked(*c))
+            return -EINVAL;
+    } else {
+        c->request = make_request(settings_, args.ird, args.ord);
+        if (args.private_data.size() > max_sent_ulp_private_data(settings_, c->request.enhanced.has_value()))
+            return -EINVAL;
+        c->request.private_data = args.private_data;
+        if (!encode_frame_locked(*c, c->request))
+            return -EINVAL;
+        c->request.private_data = {};  // the caller's bytes are not ours to keep
+    }
 
     int connect_errno = 0;
     const int fd = start_connect(args.remote, args.local, &connect_errno);
@@ -1319,7 +1525,8 @@ bool ConnectionManager::Loop::flush_answers(Clock::time_point deadline)
             }
             std::vector<ConnectionId> answering;
             for (const auto& [id, c] : connections_)
-                if (c->state == StartupState::sending_reply || c->state == StartupState::sending_reject)
+                if (c->state == StartupState::sending_reply || c->state == StartupState::sending_reject ||
+                    c->state == StartupState::answering_start_key)
                     answering.push_back(id);
             for (ConnectionId id : answering) {
                 Connection* c = find_locked(id);
@@ -1327,7 +1534,8 @@ bool ConnectionManager::Loop::flush_answers(Clock::time_point deadline)
                     continue;
                 send_locked(*c);  // a reject retires, a Reply's socket goes to the hand-off
                 c = find_locked(id);
-                if (c && (c->state == StartupState::sending_reply || c->state == StartupState::sending_reject))
+                if (c && (c->state == StartupState::sending_reply || c->state == StartupState::sending_reject ||
+                          c->state == StartupState::answering_start_key))
                     full.push_back({c->fd, POLLOUT, 0});
             }
             if (!actions_.empty())

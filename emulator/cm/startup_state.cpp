@@ -31,6 +31,14 @@ constexpr Step steps[] = {
     {S::sending_reply, S::awaiting_rtr_frame},
     {S::sending_reply, S::handing_off},
     {S::awaiting_rtr_frame, S::handing_off},
+    {S::tcp_connecting, S::sending_start_key},
+    {S::sending_start_key, S::awaiting_start_key},
+    {S::sending_start_key, S::awaiting_retry},
+    {S::awaiting_start_key, S::awaiting_retry},
+    {S::awaiting_start_key, S::handing_off},
+    {S::awaiting_reply, S::awaiting_start_key},  // a start-key-mode Responder answered our Request
+    {S::awaiting_ulp, S::answering_start_key},
+    {S::answering_start_key, S::handing_off},
     {S::handing_off, S::established},
 };
 
@@ -67,6 +75,9 @@ std::string_view to_string(StartupState state)
     case S::sending_reply: return "sending_reply";
     case S::awaiting_rtr_frame: return "awaiting_rtr_frame";
     case S::sending_reject: return "sending_reject";
+    case S::sending_start_key: return "sending_start_key";
+    case S::awaiting_start_key: return "awaiting_start_key";
+    case S::answering_start_key: return "answering_start_key";
     case S::handing_off: return "handing_off";
     case S::established: return "established";
     case S::closed: return "closed";

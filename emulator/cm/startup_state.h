@@ -9,6 +9,12 @@
 //  passive:  awaiting_request -> awaiting_ulp -> sending_reply
 //              -> [awaiting_rtr_frame] -> handing_off -> established -> closed
 //              awaiting_request | awaiting_ulp -> sending_reject -> closed
+//  draft-03 Start Key (start_key_startup.h):
+//  active:   tcp_connecting -> sending_start_key -> awaiting_start_key
+//              -> handing_off;  either -> awaiting_retry (reset, no key octet)
+//            awaiting_reply -> awaiting_start_key (a Start Key answered our Request)
+//  passive:  awaiting_request (a Start Key) -> awaiting_ulp
+//              -> answering_start_key -> handing_off
 //  any state -> closed (error, timeout, destroy)
 #pragma once
 
@@ -29,6 +35,9 @@ enum class StartupState : uint8_t {
     sending_reply,       // passive: writing the accepting Reply
     awaiting_rtr_frame,  // passive, seed-002: reading the Rtr frame
     sending_reject,      // passive: writing a Reply with R=1, then close
+    sending_start_key,   // active, draft-03: writing our Start Key (we are its "Passive" side)
+    awaiting_start_key,  // active, draft-03: reading the Responder's Start Key
+    answering_start_key, // passive, draft-03: writing our Start Key after accept()
     handing_off,         // out of the CM's epoll, Endpoint::attach running
     established,         // the QP owns the socket
     closed,

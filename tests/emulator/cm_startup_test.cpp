@@ -1699,5 +1699,189 @@ TEST(CmStartup, ManyConcurrentConnectionsAndCleanTeardown)
     EXPECT_TRUE(p.server_log.wait(CmEventType::connect_request));
 }
 
+
+// ---------------------------------------------------------------- draft-03 Start Key
+
+namespace startkey {
+
+const Bytes good_key = bytes_of("MPA ident frame\xc0");  // M=1 C=1 Rev 0 (16 octets)
+
+CmSettings start_key_mode()
+{
+    CmSettings s;
+    s.start_key = true;
+    return s;
+}
+
+// The first thing the peer does is close, without sending a single octet.
+bool closes_without_a_word(int fd)
+{
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1)
+        return false;
+    uint8_t b[64];
+    const ssize_t r = ::recv(fd, b, sizeof(b), 0);
+    return r == 0 || (r < 0 && errno == ECONNRESET);
+}
+
+}  // namespace startkey
+
+TEST(CmStartKey, InitiatorInStartKeyModeMeetsAPermissiveResponder)
+{
+    Pair p({}, startkey::start_key_mode());
+    p.connect_and_accept();
+    EXPECT_EQ(p.request->mpa_revision, 0);
+    EXPECT_TRUE(p.request->private_data.empty());
+    EXPECT_EQ(p.request->max_reply_private_data, 0u);
+    for (const ConnectionParams* c : {&p.c->params, &p.s->params}) {
+        EXPECT_EQ(c->mpa_revision, 0);
+        EXPECT_EQ(c->ddp_rdmap_version, 0);
+        EXPECT_TRUE(c->tx.crc && c->rx.crc && c->tx.markers && c->rx.markers);
+        EXPECT_EQ(c->rtr, RtrType::none);
+        EXPECT_FALSE(c->responder_may_send_first);
+    }
+    EXPECT_EQ(p.c->params.role, ConnectionRole::initiator);
+    EXPECT_EQ(p.s->params.role, ConnectionRole::responder);
+    expect_connected(p.c->params.fd, p.s->params.fd);
+    expect_connected(p.s->params.fd, p.c->params.fd);
+}
+
+TEST(CmStartKey, ResponderInStartKeyModeAnswersARequestWithItsKey)
+{
+    Pair p(startkey::start_key_mode(), {});
+    p.connect_and_accept(bytes_of("from the initiator"));
+    EXPECT_EQ(p.request->private_data, bytes_of("from the initiator"));  // the Request's, as received
+    const ConnectionParams& c = p.c->params;
+    const ConnectionParams& s = p.s->params;
+    EXPECT_EQ(c.ddp_rdmap_version, 0);
+    EXPECT_EQ(s.ddp_rdmap_version, 0);
+    // Per direction: the Request said M=0, the Responder's key M=1.
+    EXPECT_TRUE(c.tx.markers);
+    EXPECT_FALSE(c.rx.markers);
+    EXPECT_FALSE(s.tx.markers);
+    EXPECT_TRUE(s.rx.markers);
+    expect_connected(c.fd, s.fd);
+}
+
+TEST(CmStartKey, PrivateDataOnConnectOrAcceptIsEinvalInStartKeyMode)
+{
+    CmEventLog log;
+    AttachLog qp;
+    ConnectionManager cm(startkey::start_key_mode());
+    ConnectionId id = 0;
+    EXPECT_EQ(cm.connect(connect_args(loopback(1), log, qp, Bytes(1)), &id), -EINVAL);
+
+    Pair p({}, startkey::start_key_mode());
+    ConnectionId cid = 0;
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
+    AcceptArgs aa;
+    aa.endpoint = p.server_qp.endpoint();
+    const Bytes one(1);
+    aa.private_data = one;
+    EXPECT_EQ(p.server.accept(p.request->connection, aa), -EINVAL);
+    aa.private_data = {};
+    EXPECT_EQ(p.server.accept(p.request->connection, aa), 0);
+    EXPECT_TRUE(p.client_log.wait(CmEventType::established));
+}
+
+TEST(CmStartKey, RejectClosesWithoutAKeyAndTheInitiatorIsRefused)
+{
+    Pair p({}, startkey::start_key_mode());
+    ConnectionId cid = 0;
+    ASSERT_NO_FATAL_FAILURE(p.request_connection(&cid));
+    const Bytes dropped = bytes_of("nowhere to go");
+    EXPECT_EQ(p.server.reject(p.request->connection, dropped), 0);  // the data is dropped, the reject holds
+    auto ev = p.client_log.wait(CmEventType::rejected);
+    ASSERT_TRUE(ev);
+    EXPECT_EQ(ev->error, ECONNREFUSED);
+}
+
+TEST(CmStartKey, InitiatorSendsItsKeyFirstAndWaitsForTheResponders)
+{
+    RawPeerResponder r(startkey::start_key_mode());
+    ASSERT_EQ(r.start_connect(), 0);
+    const int fd = raw_accept(r.lfd);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(read_n(fd, 16), startkey::good_key);  // rule 1: the "Passive" side's key
+    // Nothing more before our key (rule 4).
+    pollfd pf{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&pf, 1, 200), 0);
+    ASSERT_TRUE(write_all(fd, startkey::good_key));
+    auto a = r.qp.wait();
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->params.ddp_rdmap_version, 0);
+    EXPECT_EQ(a->params.role, ConnectionRole::initiator);
+    EXPECT_TRUE(r.log.wait(CmEventType::established));
+    ::close(fd);
+}
+
+TEST(CmStartKey, ResponderKeyWithAVariantTrailerIsTakenWhole)
+{
+    RawPeerResponder r(startkey::start_key_mode());
+    ASSERT_EQ(r.start_connect(), 0);
+    const int fd = raw_accept(r.lfd);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(read_n(fd, 16).size(), 16u);
+    Bytes variant = startkey::good_key;
+    variant.insert(variant.end(), {0, 0, 0});  // zero Rev octet + PD_Length 0
+    ASSERT_TRUE(write_all(fd, variant));
+    auto a = r.qp.wait();
+    ASSERT_TRUE(a);
+    // The QP's socket starts after the trailer: the next octet is ours.
+    ASSERT_TRUE(write_all(fd, bytes_of("X")));
+    pollfd pf{a->params.fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&pf, 1, 5000), 1);
+    uint8_t b = 0;
+    EXPECT_EQ(::recv(a->params.fd, &b, 1, 0), 1);
+    EXPECT_EQ(b, 'X');
+    ::close(fd);
+}
+
+TEST(CmStartKey, InvalidKeyFromTheResponderIsErrorFour)
+{
+    RawPeerResponder r(startkey::start_key_mode());
+    ASSERT_EQ(r.start_connect(), 0);
+    const int fd = raw_accept(r.lfd);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(read_n(fd, 16).size(), 16u);
+    ASSERT_TRUE(write_all(fd, bytes_of("MPA ident framE\xc0")));
+    auto ev = r.log.wait(CmEventType::connect_error);
+    ASSERT_TRUE(ev);
+    ASSERT_TRUE(ev->mpa_error);
+    EXPECT_EQ(ev->mpa_error->error_code, 0x04);
+    EXPECT_TRUE(peer_closes(fd));
+    ::close(fd);
+}
+
+TEST(CmStartKey, InvalidKeyToAListenerIsClosedWithNothingSent)
+{
+    RawPeerListener srv;
+    for (const Bytes& bad : {bytes_of("MPA ident framE\xc0"), bytes_of("MPA ident frame\xc1")}) {  // key, Rev 1
+        const int fd = raw_connect(srv.addr);
+        ASSERT_GE(fd, 0);
+        ASSERT_TRUE(write_all(fd, bad));
+        EXPECT_TRUE(startkey::closes_without_a_word(fd));
+        ::close(fd);
+    }
+    EXPECT_EQ(srv.log.size(), 0u);
+    // A good key still reaches the ULP.
+    const int fd = raw_connect(srv.addr);
+    ASSERT_TRUE(write_all(fd, startkey::good_key));
+    EXPECT_TRUE(srv.log.wait(CmEventType::connect_request, 5s));
+    ::close(fd);
+}
+
+TEST(CmStartKey, NonPermissiveResponderTreatsAStartKeyAsAnInvalidRequest)
+{
+    CmSettings s;
+    s.accept_rev0 = false;
+    RawPeerListener srv(s);
+    const int fd = raw_connect(srv.addr);
+    ASSERT_TRUE(write_all(fd, startkey::good_key));
+    EXPECT_TRUE(startkey::closes_without_a_word(fd));
+    ::close(fd);
+    EXPECT_EQ(srv.log.size(), 0u);
+}
+
 }  // namespace
 }  // namespace iwemu::cm

@@ -527,6 +527,14 @@ TEST(Config, MpaRev0SettingAndRevisionZero)
     EXPECT_TRUE(c.set("mpa_rev0", "reject", nullptr));
     EXPECT_FALSE(c.mpa_rev0_accept);
     EXPECT_FALSE(c.set("mpa_rev0", "maybe", nullptr));
+    EXPECT_FALSE(c.mpa_start_key);  // RFC 5044 frames by default
+    EXPECT_TRUE(c.set("mpa_startup", "startkey", nullptr));
+    EXPECT_TRUE(c.mpa_start_key);
+    EXPECT_TRUE(c.set("mpa_startup", "frames", nullptr));
+    EXPECT_FALSE(c.mpa_start_key);
+    EXPECT_TRUE(c.set("mpa_startup", "draft03", nullptr));
+    EXPECT_TRUE(c.mpa_start_key);
+    EXPECT_FALSE(c.set("mpa_startup", "keys", nullptr));
     EXPECT_TRUE(c.set("mpa_rev", "0", nullptr));
     EXPECT_EQ(c.mpa_revision, 0);
 }

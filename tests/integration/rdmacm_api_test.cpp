@@ -839,9 +839,105 @@ void test_malformed_commands() {
     rdma_destroy_event_channel(ch);
 }
 
+// Run with IWEMU_MPA_STARTUP=startkey (argument "startkey"): the draft-03
+// Start Key carries no Private Data (seed 000 §13.3 puts it outside MPA), so
+// rdma_connect / rdma_accept with private data fail with EINVAL; without
+// it the connection comes up, and a reject closes the connection without a
+// key (REJECTED, ECONNREFUSED; its private data is dropped).
+void test_startkey_private_data() {
+    Side srv, cli;
+    srv.ch = rdma_create_event_channel();
+    cli.ch = rdma_create_event_channel();
+    CHECK(srv.ch && cli.ch);
+    set_nonblocking(srv.ch);
+    set_nonblocking(cli.ch);
+    rdma_cm_id* listener = nullptr;
+    CHECK(rdma_create_id(srv.ch, &listener, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = loopback(0);
+    CHECK(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    CHECK(rdma_listen(listener, 4) == 0);
+    uint16_t port = ntohs(rdma_get_src_port(listener));
+
+    CHECK(client_ready(cli, port));
+    const char hello[] = "hello";
+    rdma_conn_param cp{};
+    cp.private_data = hello;
+    cp.private_data_len = sizeof hello;
+    cp.responder_resources = cp.initiator_depth = 1;
+    errno = 0;
+    CHECK(rdma_connect(cli.id, &cp) == -1 && errno == EINVAL);
+    cp.private_data = nullptr;
+    cp.private_data_len = 0;
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    rdma_cm_event* ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    CHECK(ev);
+    if (!ev) return;
+    CHECK(ev->param.conn.private_data_len == 0 || ev->param.conn.private_data == nullptr ||
+          std::memcmp(ev->param.conn.private_data, hello, sizeof hello) != 0);
+    rdma_cm_id* child = ev->id;
+    rdma_ack_cm_event(ev);
+    ibv_cq* child_cq = nullptr;
+    CHECK(make_qp(child, &child_cq));
+    rdma_conn_param ap{};
+    ap.private_data = hello;
+    ap.private_data_len = sizeof hello;
+    ap.responder_resources = ap.initiator_depth = 1;
+    ap.private_data = nullptr;
+    ap.private_data_len = 0;
+    CHECK(rdma_accept(child, &ap) == 0);
+    CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_ESTABLISHED)));
+    if (ev) rdma_ack_cm_event(ev);
+    CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_ESTABLISHED)));
+    if (ev) rdma_ack_cm_event(ev);
+    CHECK(rdma_disconnect(cli.id) == 0);
+    CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_DISCONNECTED)));
+    if (ev) rdma_ack_cm_event(ev);
+    CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_DISCONNECTED)));
+    if (ev) rdma_ack_cm_event(ev);
+    rdma_disconnect(child);
+    rdma_destroy_qp(child);
+    ibv_destroy_cq(child_cq);
+    CHECK(rdma_destroy_id(child) == 0);
+    destroy_side(cli);
+
+    // Accept with private data: EINVAL (librdmacm then moves the QP to
+    // ERROR, so this connection is rejected instead).  The reject's own
+    // private data has nowhere to go: dropped, the reject holds -- closed
+    // without a key, REJECTED at the client.
+    CHECK(client_ready(cli, port));
+    CHECK(rdma_connect(cli.id, &cp) == 0);
+    CHECK((ev = expect(srv.ch, RDMA_CM_EVENT_CONNECT_REQUEST)));
+    if (!ev) return;
+    child = ev->id;
+    rdma_ack_cm_event(ev);
+    CHECK(make_qp(child, &child_cq));
+    ap.private_data = hello;
+    ap.private_data_len = sizeof hello;
+    errno = 0;
+    CHECK(rdma_accept(child, &ap) == -1 && errno == EINVAL);
+    CHECK(rdma_reject(child, hello, sizeof hello) == 0);
+    CHECK((ev = expect(cli.ch, RDMA_CM_EVENT_REJECTED)));
+    if (ev) {
+        CHECK(ev->status == -ECONNREFUSED);
+        rdma_ack_cm_event(ev);
+    }
+    rdma_destroy_qp(child);
+    ibv_destroy_cq(child_cq);
+    CHECK(rdma_destroy_id(child) == 0);
+    destroy_side(cli);
+    CHECK(rdma_destroy_id(listener) == 0);
+    rdma_destroy_event_channel(cli.ch);
+    rdma_destroy_event_channel(srv.ch);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "startkey") == 0) {
+        test_startkey_private_data();
+        std::printf("[%s] startkey_private_data\n", failures == 0 ? "  OK  " : " FAIL ");
+        return failures == 0 ? 0 : 1;
+    }
     setenv("IWEMU_MPA_TIMEOUT_MS", "1500", 0);  // before the emulator reads its settings
     struct {
         const char* name;

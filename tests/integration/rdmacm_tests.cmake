@@ -191,3 +191,15 @@ iwemu_rdmacm_test(rstream_bandwidth_verified
 add_test(NAME integration.rdmacm.rdmac_rev0
   COMMAND timeout 280 ${RDMACM_HERE}/rdmac_rev0.sh $<TARGET_FILE:iwemu_run>)
 set_tests_properties(integration.rdmacm.rdmac_rev0 PROPERTIES LABELS integration TIMEOUT 280)
+
+# draft-03 Start Key startup (seed 000 §8.1): one side in mpa_startup =
+# startkey, both roles, rping -V and perftest -R; raw-socket draft-03 peers
+# (good key, RFC 5044-shaped variant, invalid key = error 4) against rping -s
+# (issue 29).
+add_test(NAME integration.rdmacm.rdmac_startkey
+  COMMAND timeout 280 ${RDMACM_HERE}/rdmac_startkey.sh $<TARGET_FILE:iwemu_run> $<TARGET_FILE:iwemu>)
+set_tests_properties(integration.rdmacm.rdmac_startkey PROPERTIES LABELS integration TIMEOUT 280)
+# The same mode through librdmacm: private data is EINVAL (draft-03 has none in MPA).
+add_test(NAME integration.rdmacm.startkey_private_data
+  COMMAND env IWEMU_MPA_STARTUP=startkey timeout 60 $<TARGET_FILE:iwemu_run> $<TARGET_FILE:rdmacm_api_test> startkey)
+set_tests_properties(integration.rdmacm.startkey_private_data PROPERTIES LABELS integration TIMEOUT 60)

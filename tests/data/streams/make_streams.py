@@ -114,6 +114,17 @@ def synthesize():
     write("synth_marker_mismatch.bin", bytes(vm3))
     # Mid-connection start: V-F1, V-F3, V-F2 without any startup frame.
     write("synth_fpdus_only.bin", V_F1 + V_F3 + V_F2)
+    # draft-03 Start Key (seed 000 §8.1.1: "MPA ident frame" + M=1 C=1 Rev 0,
+    # iwemu's 16-octet reading) before seed 000's Figure 5 FPDU (marker, Send
+    # at version 0); the RFC 5044-shaped variant (zero Rev octet and
+    # PD_Length after the key); and an invalid key (draft-03 error 4).
+    key = b"MPA ident frame"
+    assert key == h("4D 50 41 20 69 64 65 6E 74 20 66 72 61 6D 65")
+    with open(os.path.join(HERE, "21_rev0_seed000_figure5.fpdu.bin"), "rb") as f:
+        figure5 = f.read()
+    write("22_startkey_seed000_figure5.init.bin", key + b"\xc0" + figure5)
+    write("synth_startkey_variant.bin", key + b"\xc0\x00\x00\x00" + figure5)
+    write("synth_startkey_bad.bin", b"MPA ident framE\xc0" + figure5)
 
 
 if __name__ == "__main__":
