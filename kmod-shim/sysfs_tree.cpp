@@ -241,11 +241,25 @@ std::string sync_attributes(const std::string& ibdev, const SysfsDevice& dev)
 // its GIDs for both and a modify_qp connect leaves from an address the
 // other namespace does not have (EADDRNOTAVAIL).  The namespace's inode
 // names it for as long as any process lives in it.
+//
+// A configuration file of its own (IWEMU_CONFIG) may list other devices
+// (`rdma_link`): it gets a tree of its own too, or processes of the two
+// configurations would each sync the shared tree to their own devices and
+// undo the other's.
 std::string per_namespace_leaf()
 {
+    std::string leaf = "sysfs";
     struct stat st {};
-    if (stat("/proc/self/ns/net", &st) != 0) return "sysfs";  // no procfs: one namespace is all we can tell
-    return "sysfs-net" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+    if (stat("/proc/self/ns/net", &st) == 0)  // no procfs: one namespace is all we can tell
+        leaf += "-net" + std::to_string(static_cast<unsigned long long>(st.st_ino));
+    if (const char* conf = std::getenv("IWEMU_CONFIG"); conf && *conf) {
+        uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the path as given
+        for (const char* c = conf; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+        leaf += std::string("-conf") + hex;
+    }
+    return leaf;
 }
 
 int remove_entry(const char* path, const struct stat*, int, FTW*) { return remove(path); }

@@ -11,7 +11,7 @@ here=$(dirname "$0")
 run=$1
 shift
 pair_setup 127.0.0.1
-pair_limit=100 server_client "$run" rstream -p "$port" "$@" -- rstream -s "$addr" -p "$port" "$@"
+pair_limit=110 server_client "$run" rstream -p "$port" "$@" -- rstream -s "$addr" -p "$port" "$@"
 rows=$(grep -cE "^[0-9a-z_]+ +[0-9]+[kmg]? +[0-9]+" "$dir/client.log")
 expected=$([ $# -eq 0 ] && echo 8 || echo 1)  # 4 latency + 4 bandwidth tests, or one custom test
 if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ] || [ "$rows" -ne "$expected" ]; then
