@@ -381,6 +381,9 @@ private:
     void rx_rnr_kick();                       // a receive was posted for the parked receiver
     void rx_rnr_check_peer();                 // engine: the peer's FIN / RST behind the parked Send ends the wait
     void rx_rnr_timer_locked();               // on_timer: the deadline, or a receive posted meanwhile
+    // -- rx_fault_hold.cpp: IWEMU_FAULTS delay/stall/late_read keep the socket
+    // unread a while (parked as above, on the engine's timer).
+    bool rx_fault_hold_locked(int fd);
     // -- fin_stall.cpp: a graceful close's FIN behind octets that a peer
     // with a closed window never takes ends in an abortive close.
     void fin_stall_arm_locked();              // sq_lock_: the FIN was just queued
@@ -596,6 +599,7 @@ private:
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
     bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (apply_epoll_interest_locked)
+    bool rx_fault_held_ = false;       // rx_lock_: parked by a fault rule (rx_fault_hold.cpp)
     // Poll ownership: changed under sq_lock_ (it decides EPOLLIN), read without.
     std::atomic<bool> rx_poll_owned_{false};
     std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
