@@ -150,6 +150,21 @@ grep -q "faults: rule 'stall:1000,fpdu=3' fired: qp [0-9]*, rx FPDU 3 " "$dir/st
 [ $c_rc -eq 0 ] && [ $s_rc -eq 0 ] || fail "stall: rping -V failed"
 [ "$ms" -ge 1000 ] || fail "stall: ${ms} ms cannot contain a 1000 ms stall"
 
+# perftest, polling instead of waiting for events: ib_write_lat's server
+# places each RDMA Write 20 ms late (ib_write_lat reports half a round trip);
+# ib_read_bw's server answers its 10th Read Request 500 ms late.
+pair wlat "delay:20,p=1" "" ib_write_lat -R -n 50
+typ=$(awk '$1 == 2 && $2 == 50 {print $5}' "$dir/wlat-client.log")
+echo "delay: ib_write_lat typical ${typ:-?} us with every Write 20 ms late"
+[ $c_rc -eq 0 ] && [ $s_rc -eq 0 ] || fail "wlat: ib_write_lat failed"
+[ -n "$typ" ] && awk -v t="$typ" 'BEGIN { exit !(t >= 5000) }' || fail "wlat: typical ${typ:-?} us cannot contain a 20 ms delay"
+pair rbw "late_read:500,fpdu=10" "" ib_read_bw -R -n 100 -s 65536
+avg=$(awk '$1 == 65536 && $2 == 100 {print $4}' "$dir/rbw-client.log")
+echo "late_read: ib_read_bw average ${avg:-?} MB/s, ${ms} ms, with one Read answered 500 ms late"
+[ $c_rc -eq 0 ] && [ $s_rc -eq 0 ] || fail "rbw: ib_read_bw failed"
+grep -q "faults: rule 'late_read:500,fpdu=10' fired" "$dir/rbw-server.log" || fail "rbw: did not fire"
+[ "$ms" -ge 500 ] || fail "rbw: ${ms} ms cannot contain a 500 ms late Read Response"
+
 # A stall the peer does not wait out: its end (here killed 1 s in) ends
 # the hold at once (no hang until the deadline, no spinning meanwhile).
 pick_port
