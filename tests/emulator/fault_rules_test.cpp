@@ -4,6 +4,7 @@
 
 #include <variant>
 
+#include "emulator/config.h"
 #include "emulator/faults/fault_rules.h"
 
 namespace iwemu::faults {
@@ -154,6 +155,25 @@ TEST(FaultRules, HeaderFieldFlips)
     EXPECT_LE(field_flip(Field::mo).first, 19u);
     EXPECT_GE(field_flip(Field::stag).first, 4u);
     EXPECT_LE(field_flip(Field::stag).first, 7u);
+}
+
+// A bad rule is kept as a fatal error for whoever starts (iwemu-run, the
+// emulator), with the value and a caret; a good value replaces it.
+TEST(FaultRules, ConfigKeepsTheErrorForStartUp)
+{
+    Config cfg;
+    std::string err;
+    EXPECT_FALSE(cfg.set("faults", "crc,fdpu=3", &err));
+    EXPECT_NE(err.find("position 5"), std::string::npos) << err;
+    EXPECT_EQ(cfg.faults, "");
+    EXPECT_EQ(cfg.faults_error.substr(0, 11), "position 5:");
+    EXPECT_NE(cfg.faults_error.find("\n  crc,fdpu=3\n      ^"), std::string::npos) << cfg.faults_error;
+    EXPECT_TRUE(cfg.set("faults", "crc,fpdu=3", &err));
+    EXPECT_EQ(cfg.faults, "crc,fpdu=3");
+    EXPECT_TRUE(cfg.faults_error.empty());
+    Config from_file;
+    EXPECT_EQ(parse_config_text("faults = stall:x\n", from_file, nullptr), 1);
+    EXPECT_NE(from_file.faults_error.find("position 7"), std::string::npos) << from_file.faults_error;
 }
 
 }  // namespace
