@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <random>
