@@ -140,4 +140,10 @@ rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "position 7: delay takes" || fail "bad rule in the config file: rc=$rc: $out"
 IWEMU_CONFIG="$dir/bad.conf" IWEMU_FAULTS="crc,fpdu=1" timeout 20 "$run" ibv_devices > /dev/null 2>&1 ||
     fail "a bad file rule overridden by IWEMU_FAULTS still stopped the program"
+# Without iwemu-run (its environment set by hand): the process stops at
+# its first use of the device.
+out=$(eval "$("$run" --env)"; IWEMU_FAULTS="crc,fdpu=3" timeout 20 ibv_devinfo 2>&1)
+rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "iwemu: IWEMU_FAULTS: position 5" ||
+    fail "bad rule without iwemu-run: rc=$rc: $out"
 exit $failed
