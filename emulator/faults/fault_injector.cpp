@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -319,6 +320,12 @@ bool start(const std::string& setting)
         g_state->holds |= r.action == Action::delay || r.action == Action::stall || r.action == Action::late_read;
         g_state->rejects |= r.action == Action::reject;
     }
+    // The tally at exit, through the same accessors `iwemu status` uses.
+    std::atexit([] {
+        for (size_t i = 0; i < rule_count(); ++i)
+            IWEMU_LOG(info, "faults: rule '%s' fired %llu time%s in this process", rule_text(i).c_str(),
+                      static_cast<unsigned long long>(fired_count(i)), fired_count(i) == 1 ? "" : "s");
+    });
     g_state->seed = g_state->set.seed ? *g_state->set.seed : std::random_device{}() | uint64_t{std::random_device{}()} << 32;
     std::fprintf(stderr, "iwemu: faults: %zu rule%s, seed %llu (add ';seed=%llu' to replay)\n", g_state->set.rules.size(),
                  g_state->set.rules.size() == 1 ? "" : "s", static_cast<unsigned long long>(g_state->seed),

@@ -113,7 +113,7 @@ grep "faults:" "$dir/bw-client.log" | head -3
 [ $c_rc -ne 0 ] && [ $c_rc -ne 124 ] || fail "bw: client rc=$c_rc, expected an error exit (not a timeout)"
 [ $s_rc -ne 124 ] || fail "bw: server hung"
 [ "$elapsed" -le 60 ] || fail "bw: took ${elapsed}s"
-grep -q "faults: rule 'drop:rst,octets=1M,opcode=send' fired" "$dir/bw-client.log" || fail "bw: the rule never fired"
+grep -q "faults: rule 'drop:rst,octets=1M,opcode=send' fired: qp" "$dir/bw-client.log" || fail "bw: the rule never fired"
 
 # ---- 4. a seeded rule replays -------------------------------------------------
 for i in 1 2; do

@@ -137,10 +137,12 @@ base_ms=$ms
 
 # Every Send the server receives, 200 ms late.
 pair delay "delay:200,opcode=send,p=1" "" rping -C 5 -S 1024 -V
-n=$(grep -c "faults: rule 'delay:200,opcode=send,p=1' fired" "$dir/delay-server.log")
+n=$(grep -c "faults: rule 'delay:200,opcode=send,p=1' fired: qp" "$dir/delay-server.log")
 echo "delay: $n Sends held 200 ms each; ${ms} ms against ${base_ms} ms without (+$((ms - base_ms)) ms)"
 [ $c_rc -eq 0 ] && [ $s_rc -eq 0 ] || fail "delay: rping -V failed (data not verified)"
 [ "$n" -ge 5 ] || fail "delay: fired $n times, expected one per Send (>= 5)"
+grep -q "faults: rule 'delay:200,opcode=send,p=1' fired $n times in this process" "$dir/delay-server.log" ||
+    fail "delay: the exit tally (faults::fired_count) does not say $n"
 [ "$ms" -ge $((5 * 200)) ] || fail "delay: ${ms} ms cannot contain five 200 ms delays"
 
 # The client answers each of the server's RDMA Reads 150 ms late.
@@ -170,7 +172,7 @@ pair rbw "late_read:500,fpdu=10" "" ib_read_bw -R -n 100 -s 65536
 avg=$(awk '$1 == 65536 && $2 == 100 {print $4}' "$dir/rbw-client.log")
 echo "late_read: ib_read_bw average ${avg:-?} MB/s, ${ms} ms, with one Read answered 500 ms late"
 [ $c_rc -eq 0 ] && [ $s_rc -eq 0 ] || fail "rbw: ib_read_bw failed"
-grep -q "faults: rule 'late_read:500,fpdu=10' fired" "$dir/rbw-server.log" || fail "rbw: did not fire"
+grep -q "faults: rule 'late_read:500,fpdu=10' fired: qp" "$dir/rbw-server.log" || fail "rbw: did not fire"
 [ "$ms" -ge 500 ] || fail "rbw: ${ms} ms cannot contain a 500 ms late Read Response"
 
 # A stall the peer does not wait out: its end (here killed 1 s in) ends
@@ -190,7 +192,7 @@ c_rc=$?
 ms=$(($(now_ms) - t0))
 
 echo "stallend: the client ended ${ms} ms in (rc=$c_rc) with a 30 s stall armed"
-grep -q "fired" "$dir/stallend-client.log" || fail "stallend: did not fire"
+grep -q "rule 'stall:30000,fpdu=3' fired: qp" "$dir/stallend-client.log" || fail "stallend: did not fire"
 [ $c_rc -ne 124 ] && [ "$ms" -lt 20000 ] || fail "stallend: the client waited out the stall after its peer was gone"
 
 exit $failed
