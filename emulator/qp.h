@@ -599,10 +599,10 @@ private:
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
     bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (apply_epoll_interest_locked)
-    bool rx_fault_held_ = false;       // rx_lock_: parked by a fault rule (rx_fault_hold.cpp)
     // Poll ownership: changed under sq_lock_ (it decides EPOLLIN), read without.
     std::atomic<bool> rx_poll_owned_{false};
     std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
+    bool rx_fault_held_ = false;  // rx_lock_: parked by a fault rule (rx_fault_hold.cpp)
     uint32_t rx_poll_count_seen_ = 0;         // engine thread: the count at the last lease tick
     uint64_t cq_polls_seen_ = 0;              // engine thread: its CQs' poll calls at the last lease tick
     std::atomic<pid_t> rx_poller_tid_{0};     // the thread whose poll took the receive path
