@@ -202,9 +202,13 @@ bool Config::set(std::string_view key, std::string_view value, std::string* erro
         const auto parsed = faults::parse_rules(value);
         if (const auto* e = std::get_if<faults::ParseError>(&parsed)) {
             if (error) *error = "bad value for 'faults' at position " + std::to_string(e->position) + ": " + e->message;
+            faults_error = "position " + std::to_string(e->position) + ": " + e->message + "\n  " + std::string(value) +
+                           "\n  " + std::string(e->position - 1, ' ') + "^";
+            this->faults.clear();
             return false;
         }
         this->faults = std::string(value);
+        faults_error.clear();  // the environment's rules replace the file's
     }
     else if (key == "capture_files") ok = parse_u32(value, 1, 1000, &capture.files);
     else if (key == "rdma_link") {
@@ -286,7 +290,9 @@ Config load_config()
         const char* v = std::getenv(k.env);
         if (!v) continue;
         std::string err;
-        if (!cfg.set(k.file, v, &err)) std::fprintf(stderr, "iwemu: %s: %s (ignored)\n", k.env, err.c_str());
+        // A rule that does not parse is reported by whoever starts (faults_error).
+        if (!cfg.set(k.file, v, &err) && std::string_view(k.file) != "faults")
+            std::fprintf(stderr, "iwemu: %s: %s (ignored)\n", k.env, err.c_str());
     }
     return cfg;
 }

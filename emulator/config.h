@@ -114,6 +114,11 @@ struct Config {
     capture::Settings capture;
     // IWEMU_FAULTS: fault-injection rules (emulator/faults/fault_rules.h); "" = none.
     std::string faults;
+    // A faults value that did not parse: where and why, with the value and a
+    // caret under the mistake.  Fatal: iwemu-run refuses to start the
+    // program, and an emulator made with it ends the process (emulator.cpp):
+    // a test run without the faults it asked for would pass for nothing.
+    std::string faults_error;
     std::string config_file;         // IWEMU_CONFIG: path of the file that was read ("" = none)
     // Tests only (no key, no variable): nonzero makes STag keys repeat from
     // run to run, so a fuzz corpus can name registered regions.

@@ -6,9 +6,11 @@
 #include <netinet/in.h>
 #include <netpacket/packet.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -108,6 +110,14 @@ Emulator::Emulator(const Config& config)
     g_log_level.store(static_cast<int>(config_.log_level), std::memory_order_relaxed);
     // Both before any connection exists.
     if (!config_.capture.path.empty()) capture::start(config_.capture);
+    if (!config_.faults_error.empty()) {
+        // iwemu-run refuses these before the program starts; a process that
+        // loaded iwemu some other way stops here, at its first verbs call.
+        std::fprintf(stderr, "iwemu: IWEMU_FAULTS: %s\niwemu: a fault-injection rule does not parse: exiting\n",
+                     config_.faults_error.c_str());
+        std::fflush(stderr);
+        _exit(2);
+    }
     if (!config_.faults.empty() && faults::start(config_.faults)) capture::hooks_on();
     std::random_device rd;
     // QP numbers start at a random point (like RNICs do) but stay below 2^24.

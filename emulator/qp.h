@@ -381,6 +381,9 @@ private:
     void rx_rnr_kick();                       // a receive was posted for the parked receiver
     void rx_rnr_check_peer();                 // engine: the peer's FIN / RST behind the parked Send ends the wait
     void rx_rnr_timer_locked();               // on_timer: the deadline, or a receive posted meanwhile
+    // -- rx_fault_hold.cpp: IWEMU_FAULTS delay/stall/late_read keep the socket
+    // unread a while (parked as above, on the engine's timer).
+    bool rx_fault_hold_locked(int fd);
     // -- fin_stall.cpp: a graceful close's FIN behind octets that a peer
     // with a closed window never takes ends in an abortive close.
     void fin_stall_arm_locked();              // sq_lock_: the FIN was just queued
@@ -600,6 +603,7 @@ private:
     // Poll ownership: changed under sq_lock_ (it decides EPOLLIN), read without.
     std::atomic<bool> rx_poll_owned_{false};
     std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
+    bool rx_fault_held_ = false;  // rx_lock_: parked by a fault rule (rx_fault_hold.cpp)
     uint32_t rx_poll_count_seen_ = 0;         // engine thread: the count at the last lease tick
     uint64_t cq_polls_seen_ = 0;              // engine thread: its CQs' poll calls at the last lease tick
     std::atomic<pid_t> rx_poller_tid_{0};     // the thread whose poll took the receive path

@@ -211,6 +211,7 @@ void QueuePair::rx_locked()
     // Parked on a Send header: retry its placement (a receive may be posted
     // now, or the wait is over) before reading anything more.
     if (rx_rnr_parked_ && !rx_place_send(rx_hdr_, rx_plen_)) return;
+    if (capture::on() && rx_fault_hold_locked(fd)) return;  // IWEMU_FAULTS delay/stall
     if (rx_wqe_next_) {
         __builtin_prefetch(rx_wqe_next_);
         __builtin_prefetch(reinterpret_cast<const char*>(rx_wqe_next_) + 63);  // slots are not line-aligned

@@ -174,9 +174,17 @@ int main(int argc, char** argv)
         }
     }
 
+    const iwemu::Config config = iwemu::load_config();
+    if (!config.faults_error.empty()) {
+        // Fatal, unlike other bad settings: a test run without the faults it
+        // asked for would pass for nothing.
+        std::fprintf(stderr, "iwemu-run: IWEMU_FAULTS: %s\niwemu-run: a fault-injection rule does not parse; %s not started\n",
+                     config.faults_error.c_str(), first < argc ? argv[first] : "nothing");
+        return 2;
+    }
     std::string error;
     std::string sysfs = iwemu::shim::default_sysfs_root(&error);
-    if (sysfs.empty() || !(error = iwemu::shim::sysfs_tree_sync(sysfs, iwemu::shim::configured_devices(iwemu::load_config()))).empty()) {
+    if (sysfs.empty() || !(error = iwemu::shim::sysfs_tree_sync(sysfs, iwemu::shim::configured_devices(config))).empty()) {
         std::fprintf(stderr, "iwemu-run: cannot prepare the sysfs tree: %s\n", error.c_str());
         return 1;
     }

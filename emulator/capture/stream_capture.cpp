@@ -560,10 +560,8 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags, uint32_t qpn)
 {
     std::unique_lock<std::mutex> g;
     if (g_capturing) g = std::unique_lock<std::mutex>(sink().lock());
-    const ssize_t n = ::recvmsg(fd, msg, flags);
+    const ssize_t n = faults::active() ? faults::recvmsg(fd, msg, flags, qpn) : ::recvmsg(fd, msg, flags);
     ErrnoKeeper keep;
-    if (n > 0 && faults::active() && !(flags & MSG_PEEK))
-        faults::received(fd, msg->msg_iov, msg->msg_iovlen, static_cast<size_t>(n), qpn);
     if (!g_capturing || (flags & MSG_PEEK)) return n;
     if (n > 0) sink().data(fd, false, msg->msg_iov, msg->msg_iovlen, static_cast<size_t>(n), qpn);
     else if (n == 0) sink().peer_closed(fd, false);

@@ -22,6 +22,7 @@
 #include "emulator/cm/start_key_startup.h"
 #include "emulator/cm/startup_state.h"
 #include "emulator/cm/tcp_socket.h"
+#include "emulator/faults/fault_injector.h"
 #include "emulator/log.h"
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/start_key.h"
@@ -903,6 +904,20 @@ void ConnectionManager::Loop::request_received_locked(Connection& c, const wire:
         return;
     case RequestAssessment::Verdict::offer_to_ulp:
         break;
+    }
+    if (capture::on()) {  // IWEMU_FAULTS reject (emulator/faults/fault_injector.h)
+        if (const auto text = faults::reject_request(c.fd)) {
+            wire::MpaFrame reply = make_reject(settings_, c.assessment);
+            reply.private_data = {reinterpret_cast<const uint8_t*>(text->data()),
+                                  std::min(text->size(), max_sent_ulp_private_data(settings_, c.assessment.enhanced))};
+            set_state_locked(c, StartupState::sending_reject);
+            if (!encode_frame_locked(c, reply)) {
+                retire_locked(c, false);
+                return;
+            }
+            send_locked(c);
+            return;
+        }
     }
     set_state_locked(c, StartupState::awaiting_ulp);
     c.deadline.reset();  // the ULP decides in its own time

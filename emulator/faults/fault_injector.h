@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -36,7 +37,25 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags, uint32_t qpn, const iovec*
                 Injected* injected);
 // fd is being closed.
 void forget(int fd);
-// Octets received on fd (rules with dir=rx).
-void received(int fd, const iovec* iov, size_t iovcnt, size_t n, uint32_t qpn);
+// Receive on fd as the rules want: with a delay, stall or late_read rule a
+// QP's read (qpn != 0) ends at the next FPDU's header, which decides, and
+// while a fired one holds the socket nothing is read (-1, EAGAIN).
+ssize_t recvmsg(int fd, msghdr* msg, int flags, uint32_t qpn);
+// Until when a fired delay / stall / late_read keeps fd unread (none: read
+// on).  The receive path parks its QP on the engine's timer until then.
+std::optional<std::chrono::steady_clock::time_point> rx_hold_until(int fd);
+// The peer ended the stream during a hold: read on now.
+void rx_hold_release(int fd);
+// The passive side received an MPA Request on fd: the private data of the
+// MPA Reject a reject rule answers it with, or none (the ULP decides).
+std::optional<std::string> reject_request(int fd);
+
+// The number of times rule i (in RuleSet order) fired in this process
+// since start(); 0 for an index out of range or with no rules.  Read-only,
+// any thread (relaxed counters): for `iwemu status`.
+uint64_t fired_count(size_t rule_index);
+size_t rule_count();
+// The rule as written (empty for an index out of range).
+std::string rule_text(size_t rule_index);
 
 }  // namespace iwemu::faults

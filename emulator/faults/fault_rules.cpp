@@ -134,7 +134,39 @@ std::optional<ParseError> parse_action(Token a, Rule& r)
         r.terminate = {static_cast<wire::TerminateLayer>(v[0]), static_cast<uint8_t>(v[1]), static_cast<uint8_t>(v[2])};
         return std::nullopt;
     }
-    return error_at(a.pos, "unknown action '" + std::string(name) + "' (drop:rst, drop:fin, crc, lose, terminate:L/E/C)");
+    if (name == "corrupt") {
+        static constexpr std::pair<std::string_view, Field> fields[] = {
+            {"ddp_version", Field::ddp_version}, {"rdmap_version", Field::rdmap_version}, {"qn", Field::qn},
+            {"msn", Field::msn},                 {"mo", Field::mo},                       {"stag", Field::stag}};
+        for (const auto& [n, f] : fields)
+            if (colon != std::string_view::npos && arg == n) {
+                r.action = Action::corrupt;
+                r.field = f;
+                return std::nullopt;
+            }
+        return error_at(arg_pos, "corrupt takes :ddp_version, :rdmap_version, :qn, :msn, :mo or :stag");
+    }
+    if (name == "delay" || name == "stall" || name == "late_read") {
+        uint64_t ms;
+        if (colon == std::string_view::npos || !parse_uint(arg, 600000, ms) || ms == 0)
+            return error_at(arg_pos, std::string(name) + " takes :MS, 1..600000 milliseconds");
+        r.action = name == "delay" ? Action::delay : name == "stall" ? Action::stall : Action::late_read;
+        r.hold_ms = static_cast<uint32_t>(ms);
+        r.direction = Direction::rx;  // they act on what this side receives
+        if (r.action == Action::late_read) r.opcode = 0x1;
+        return std::nullopt;
+    }
+    if (name == "reject") {
+        // MPA private data: at most 512 octets less RFC 6581's 8 (§7.1).
+        if (arg.size() > 504) return error_at(arg_pos, "reject's private data is at most 504 characters");
+        if (arg.find_first_of(",;") != std::string_view::npos) return error_at(arg_pos, "reject's text has no ',' or ';'");
+        r.action = Action::reject;
+        r.private_data = std::string(arg);
+        return std::nullopt;
+    }
+    return error_at(a.pos, "unknown action '" + std::string(name) +
+                               "' (drop:rst, drop:fin, crc, lose, terminate:L/E/C, corrupt:FIELD, delay:MS, stall:MS, "
+                               "late_read:MS, reject[:TEXT])");
 }
 
 std::optional<ParseError> parse_condition(Token c, Rule& r)
@@ -180,6 +212,57 @@ std::optional<ParseError> parse_condition(Token c, Rule& r)
 
 }  // namespace
 
+bool field_in_tagged(Field f) { return f != Field::qn && f != Field::msn && f != Field::mo; }
+bool field_in_untagged(Field f) { return f != Field::stag; }
+
+wire::TerminateCode header_field_code(Field f, bool tagged)
+{
+    using wire::TerminateLayer;
+    namespace et = wire::etype;
+    namespace ec = wire::ecode;
+    switch (f) {
+    case Field::ddp_version:
+        return tagged ? wire::TerminateCode{TerminateLayer::ddp, et::ddp_tagged_buffer, ec::ddp_tagged_invalid_ddp_version}
+                      : wire::TerminateCode{TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_ddp_version};
+    case Field::rdmap_version:
+        return {TerminateLayer::rdmap, et::rdmap_remote_operation, ec::rdmap_invalid_rdmap_version};
+    case Field::qn: return {TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_qn};
+    case Field::msn: return {TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_msn_range};
+    case Field::mo: return {TerminateLayer::ddp, et::ddp_untagged_buffer, ec::ddp_untagged_invalid_mo};
+    case Field::stag: return {TerminateLayer::ddp, et::ddp_tagged_buffer, ec::ddp_tagged_invalid_stag};
+    }
+    return {};
+}
+
+// Offsets from the FPDU's start: MPA ULPDU_Length (2), DDP control (2: T L
+// Rsvd DV | RV Rsvd Opcode), then tagged STag(4) TO(8) or untagged
+// reserved(4) QN(4) MSN(4) MO(4) (RFC 5041 §4.2-4.4, RFC 5040 §4.1).
+std::pair<size_t, uint8_t> field_flip(Field f)
+{
+    switch (f) {
+    case Field::ddp_version: return {2, 0x03};    // DV 1 -> 2
+    case Field::rdmap_version: return {3, 0xC0};  // RV 1 -> 2
+    case Field::qn: return {11, 0x04};            // QN 0..2 -> 4..6: no such queue
+    case Field::msn: return {12, 0x40};           // MSN 2^30 ahead: out of range
+    case Field::mo: return {17, 0x40};            // MO 4 MiB on: beyond any receive
+    case Field::stag: return {4, 0xA5};           // STag index: not registered
+    }
+    return {2, 0};
+}
+
+const char* field_name(Field f)
+{
+    switch (f) {
+    case Field::ddp_version: return "ddp_version";
+    case Field::rdmap_version: return "rdmap_version";
+    case Field::qn: return "qn";
+    case Field::msn: return "msn";
+    case Field::mo: return "mo";
+    case Field::stag: return "stag";
+    }
+    return "?";
+}
+
 bool opcode_matches(int rule_opcode, uint8_t opcode)
 {
     if (rule_opcode == opcode_send) return opcode >= 0x3 && opcode <= 0x6;
@@ -204,8 +287,19 @@ std::variant<RuleSet, ParseError> parse_rules(std::string_view text)
         if (auto e = parse_action(parts[0], r)) return *e;
         for (size_t i = 1; i < parts.size(); ++i)
             if (auto e = parse_condition(parts[i], r)) return *e;
-        if (r.direction == Direction::rx && r.action != Action::drop_rst && r.action != Action::drop_fin)
-            return error_at(item.pos, "only drop acts on received FPDUs (dir=rx)");
+        const bool receives = r.action == Action::delay || r.action == Action::stall || r.action == Action::late_read;
+        if (receives && r.direction != Direction::rx)
+            return error_at(item.pos, "delay, stall and late_read act on received FPDUs (no dir=tx)");
+        if (r.direction == Direction::rx && !receives && r.action != Action::drop_rst && r.action != Action::drop_fin)
+            return error_at(item.pos, "only drop, delay, stall and late_read act on received FPDUs (dir=rx)");
+        if (r.action == Action::late_read && r.opcode != 0x1)
+            return error_at(item.pos, "late_read acts on Read Requests only (no opcode=)");
+        if (r.action == Action::reject && (r.opcode || r.qpn || r.after_octets || r.direction == Direction::rx))
+            return error_at(item.pos, "reject takes port conditions (lport, rport, port) and fpdu=N (the Nth request), p=, ms=");
+        if (r.action == Action::corrupt && r.opcode &&
+            !(field_in_tagged(r.field) && (*r.opcode == 0x0 || *r.opcode == 0x2)) &&
+            !(field_in_untagged(r.field) && *r.opcode != 0x0 && *r.opcode != 0x2))
+            return error_at(item.pos, std::string("that opcode's FPDUs have no ") + field_name(r.field) + " field");
         if (r.nth_fpdu && r.probability) return error_at(item.pos, "fpdu= and p= exclude each other");
         set.rules.push_back(std::move(r));
     }

@@ -113,7 +113,7 @@ grep "faults:" "$dir/bw-client.log" | head -3
 [ $c_rc -ne 0 ] && [ $c_rc -ne 124 ] || fail "bw: client rc=$c_rc, expected an error exit (not a timeout)"
 [ $s_rc -ne 124 ] || fail "bw: server hung"
 [ "$elapsed" -le 60 ] || fail "bw: took ${elapsed}s"
-grep -q "faults: rule 'drop:rst,octets=1M,opcode=send' fired" "$dir/bw-client.log" || fail "bw: the rule never fired"
+grep -q "faults: rule 'drop:rst,octets=1M,opcode=send' fired: qp" "$dir/bw-client.log" || fail "bw: the rule never fired"
 
 # ---- 4. a seeded rule replays -------------------------------------------------
 for i in 1 2; do
@@ -125,7 +125,25 @@ echo "seed: fired at $(tr '\n' ' ' < "$dir/seed1.fired") / $(tr '\n' ' ' < "$dir
 [ -s "$dir/seed1.fired" ] || fail "seed: the rule never fired"
 cmp -s "$dir/seed1.fired" "$dir/seed2.fired" || fail "seed: the two runs fired at different FPDUs"
 
-# ---- 5. a rule that does not parse stops nothing silently ---------------------
+# ---- 5. a rule that does not parse is fatal, with its position ----------------
 out=$(IWEMU_FAULTS="crc,fdpu=3" timeout 20 "$run" ibv_devices 2>&1)
-echo "$out" | grep -q "position 5" || fail "bad rule: no error with its position: $out"
+rc=$?
+echo "bad rule: rc=$rc: $out"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "bad rule: ibv_devices ran (rc=$rc)"
+echo "$out" | grep -q "position 5: unknown condition 'fdpu'" || fail "bad rule: no error with its position"
+echo "$out" | grep -q "^      ^$" || fail "bad rule: no caret under the mistake"
+echo "$out" | grep -q "iwemu0" && fail "bad rule: the program ran anyway"
+# The same from a config file, and a setting the environment overrides is no error.
+printf 'faults = delay:0\n' > "$dir/bad.conf"
+out=$(IWEMU_CONFIG="$dir/bad.conf" timeout 20 "$run" ibv_devices 2>&1)
+rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "position 7: delay takes" || fail "bad rule in the config file: rc=$rc: $out"
+IWEMU_CONFIG="$dir/bad.conf" IWEMU_FAULTS="crc,fpdu=1" timeout 20 "$run" ibv_devices > /dev/null 2>&1 ||
+    fail "a bad file rule overridden by IWEMU_FAULTS still stopped the program"
+# Without iwemu-run (its environment set by hand): the process stops at
+# its first use of the device.
+out=$(eval "$("$run" --env)"; IWEMU_FAULTS="crc,fdpu=3" timeout 20 ibv_devinfo 2>&1)
+rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "iwemu: IWEMU_FAULTS: position 5" ||
+    fail "bad rule without iwemu-run: rc=$rc: $out"
 exit $failed
