@@ -57,6 +57,8 @@ int CompletionQueue::poll(Completion* out, int max, uint64_t* stamps)
                 }
                 count_ -= static_cast<uint32_t>(n);
                 published_.store(count_, std::memory_order_release);
+                g.unlock();
+                if (__builtin_expect(local_peers_.load(std::memory_order_relaxed), 0)) place_local_writes(out, n);
                 // A poller that owns the receive path keeps it: it comes back
                 // for the next completion (the lease notices if it does not).
                 return n;
@@ -103,6 +105,19 @@ int CompletionQueue::poll(Completion* out, int max, uint64_t* stamps)
             sched_yield();
     }
     return 0;
+}
+
+// Write completions about to be returned whose target QP is in this
+// process: its receive path places them first (local_peer.cpp).  The
+// targets were recorded before the completions were pushed.
+void CompletionQueue::place_local_writes(const Completion* c, int n)
+{
+    bool writes = false;
+    for (int i = 0; i < n && !writes; ++i) writes = c[i].opcode == WcOpcode::rdma_write;
+    if (!writes) return;
+    std::shared_lock<std::shared_mutex> g(qps_lock_);
+    for (QueuePair* qp : qps_)
+        if (qp->local_writes_pending()) qp->local_writes_place();
 }
 
 // Two empty polls close together: the thread spins on this CQ.  A thread

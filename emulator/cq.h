@@ -83,6 +83,9 @@ public:
     // ibv_resize_cq: a new capacity in 1..max_cqe that still holds every
     // queued completion (EINVAL otherwise); their order is kept.
     int resize(uint32_t cqe);
+    // A QP sending from this CQ got a peer in this process: polls that
+    // return its Write completions first see them placed (local_peer.cpp).
+    void note_local_peer() { local_peers_.store(true, std::memory_order_relaxed); }
     void attach_qp(QueuePair* qp);
     void detach_qp(QueuePair* qp);
     uint32_t attached_qps() const;
@@ -132,6 +135,8 @@ private:
     static constexpr int64_t lapse_backoff_ns = 100'000'000;
     std::atomic<uint64_t> poll_calls_{0};
     bool busy_polling(int64_t now);
+    std::atomic<bool> local_peers_{false};  // note_local_peer(); never cleared
+    void place_local_writes(const Completion* c, int n);
 };
 
 }  // namespace iwemu

@@ -428,6 +428,7 @@ int Emulator::destroy_qp(QueuePair* qp)
     ia.send_cq->detach_qp(qp);
     if (ia.recv_cq != ia.send_cq) ia.recv_cq->detach_qp(qp);
     keep->shutdown_for_destroy();
+    local_peers_.forget(qp);
     qp_endpoint_->forget(keep->qp_num());  // cancel a pending modify_qp connect, free the number
     if (ia.srq) ia.srq->users.fetch_sub(1);
     keep->pd()->users_.fetch_sub(1, std::memory_order_acq_rel);

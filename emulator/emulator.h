@@ -31,6 +31,7 @@
 #include "emulator/config.h"
 #include "emulator/cq.h"
 #include "emulator/device.h"
+#include "emulator/local_peer.h"
 #include "emulator/pd.h"
 #include "emulator/qp.h"
 #include "emulator/resource_snapshot.h"
@@ -109,6 +110,8 @@ public:
     Engine& engine();   // started on first use
     // QP numbering and connecting QPs by modify_qp(RTR, AV + dest QPN) (qp_endpoint.h).
     QpEndpoint& qp_endpoint() { return *qp_endpoint_; }
+    // Both ends of a loopback connection in this process (local_peer.h).
+    LocalPeers& local_peers() { return local_peers_; }
     void post_async_event(const AsyncEvent& ev);
     uint32_t live_qps() const;
     // A copy of the live objects (resource_snapshot.h): RDMA netlink's view.
@@ -187,6 +190,7 @@ private:
     std::array<QueuePair*, few_qps_max> few_{};
     std::atomic<size_t> few_count_{0};  // 0: none, or more than few_qps_max
 
+    LocalPeers local_peers_;
     std::unique_ptr<PortMonitor> port_monitor_;
     std::unique_ptr<QpEndpoint> qp_endpoint_;  // last: its threads call into the members above
 };

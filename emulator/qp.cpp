@@ -18,6 +18,7 @@
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
+#include "emulator/local_peer.h"
 #include "emulator/log.h"
 #include "emulator/pd.h"
 #include "emulator/srq.h"
@@ -383,6 +384,10 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         // RFC 6581 RTRs exist only with Rev 2; refuse a contradictory hand-off.
         return -EINVAL;
     }
+    // Both ends of the connection on this host: pair with the other one if
+    // it is a QP of this process (local_peer.h), before anything is sent.
+    std::shared_ptr<QueuePair> self = emu_.find_qp(qp_num_);
+    if (self.get() != this) self.reset();
     {
         std::lock_guard<std::mutex> rg(rx_lock_);
         std::lock_guard<std::mutex> sg(sq_lock_);
@@ -430,6 +435,13 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         tx_stream_offset_ = 0;
         slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
         slot_sent_bytes_ = batch_bytes_ = 0;
+        // A new stream: local_peer.cpp counts it from here on both ends.
+        tx_stream_sent_ = rx_stream_read_ = 0;
+        const uint64_t conn = next_stream_id();
+        conn_id_.store(conn, std::memory_order_relaxed);
+        local_peer_linked_.store(false, std::memory_order_relaxed);
+        local_write_target_.store(0, std::memory_order_relaxed);
+        local_write_placed_.store(0, std::memory_order_relaxed);
         tx_msg_ = TxMessage::none;
         terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
         tx_error_.store(0, std::memory_order_relaxed);
@@ -465,6 +477,10 @@ int QueuePair::attach_connection(const ConnectionParams& params)
                   qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", mulpdu_,
                   params.tx.crc, params.rx.crc, params.tx.markers, params.rx.markers, static_cast<int>(params.rtr),
                   rx_lookahead_, tcp_congestion_.c_str());
+        if (same_host && self) {
+            if (const std::string tuple = LocalPeers::tuple_of(fd); !tuple.empty())
+                emu_.local_peers().attach(self, tuple, conn);
+        }
         tx_locked();  // RTR and anything posted before the connection existed
     }
     emit_connection_event(QpConnectionEvent::established);

@@ -231,6 +231,25 @@ public:
     static constexpr uint32_t poll_quiet_visits = 256;
     static constexpr int64_t poll_quiet_ns = 1'000'000;
 
+    // ---- a peer QP in this process (local_peer.cpp) --------------------------
+    // On loopback an RDMA Write completes at the sender once TCP took it, but
+    // the target QP places it only when its receive path runs: a process
+    // that holds both ends and reads the target right after the completion
+    // would see old octets (kernel siw places it inside the sender's
+    // sendmsg()).  So a poll that returns a Write completion of a QP whose
+    // peer lives here first drives the peer's receive path up to that
+    // Write, bounded: a peer that cannot place now (parked on a Send with
+    // no receive, in error, closed) is not waited for.
+    // A CQ poll returned completions of this QP (no lock held).
+    void local_writes_place();
+    bool local_writes_pending() const
+    {
+        return local_write_target_.load(std::memory_order_relaxed) >
+               local_write_placed_.load(std::memory_order_relaxed);
+    }
+    uint64_t connection_id() const { return conn_id_.load(std::memory_order_relaxed); }
+    static constexpr int64_t local_place_wait_ns = 10'000'000;  // pathological delays only
+
 private:
     // ---------------- send side ----------------
     enum class WqePhase : uint8_t { queued, sending, awaiting_response, done };
@@ -400,6 +419,12 @@ private:
     void open_tx_gate_locked();               // sq_lock_: the Responder may send
     void peer_read_our_stream_locked();       // sq_lock_: no wake-up needed any more
     bool tx_build_wakeup_locked();            // sq_lock_, at a message boundary
+    // local_peer.cpp: one pass of this (peer) QP's receive path for a
+    // sender in this process, until `stream_octets` of connection `conn`
+    // are placed.
+    enum class LocalPlace : uint8_t { placed, pending, blocked };
+    LocalPlace rx_place_for_local_peer(uint64_t conn, uint64_t stream_octets);
+    void local_peer_link(const std::shared_ptr<QueuePair>& peer, uint64_t peer_conn, bool earlier);
     bool rx_handle_read_request();
     void rx_handle_terminate(uint32_t body_len);
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
@@ -624,8 +649,23 @@ private:
     uint64_t rx_write_len_ = 0;        // octets of the latest inbound RDMA Write message
     bool rx_write_open_ = false;       // its last segment (L = 1) not seen yet
 
+    // local_peer.cpp.  Stream octets since attach: sent (sq_lock_) and
+    // read from the socket (rx_lock_); both ends count from the first FPDU octet.
+    uint64_t tx_stream_sent_ = 0;
+    uint64_t rx_stream_read_ = 0;
+    std::atomic<uint64_t> conn_id_{0};            // this attachment (rx_lock_ + sq_lock_ to change)
+    std::atomic<bool> local_peer_linked_{false};  // the peer QP is in this process
+    std::mutex local_peer_lock_;                  // local_peer_, local_peer_conn_
+    std::weak_ptr<QueuePair> local_peer_;
+    uint64_t local_peer_conn_ = 0;
+    // Sender: where our last Write to the local peer ends in the stream
+    // (sq_lock_ writes), and how far the peer is known to have placed.
+    std::atomic<uint64_t> local_write_target_{0};
+    std::atomic<uint64_t> local_write_placed_{0};
+
     QpCounters counters_;
     friend class Emulator;
+    friend class LocalPeers;  // local_peer_link
 };
 
 }  // namespace iwemu

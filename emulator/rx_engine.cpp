@@ -286,6 +286,7 @@ void QueuePair::rx_locked()
                 k = capture::on() ? capture::recvmsg(fd, &msg, MSG_DONTWAIT, qp_num_) : ::recvmsg(fd, &msg, MSG_DONTWAIT);
                 count(counters_.rx_syscalls);
                 if (k > 0) {
+                    rx_stream_read_ += static_cast<size_t>(k);
                     drained = static_cast<size_t>(k) < asked;
                     size_t placed = std::min<size_t>(static_cast<size_t>(k), direct);
                     rx_end_ = static_cast<size_t>(k) - placed;
@@ -303,6 +304,7 @@ void QueuePair::rx_locked()
                                   : ::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT);
                 count(counters_.rx_syscalls);
                 if (k > 0) {
+                    rx_stream_read_ += static_cast<size_t>(k);
                     drained = static_cast<size_t>(k) < rx_read_hint_;
                     rx_pos_ = 0;
                     rx_end_ = static_cast<size_t>(k);

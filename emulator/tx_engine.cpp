@@ -456,7 +456,15 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         // A Send/Write completes once TCP took all of it (RFC 5040 §5.5
         // rule 18); a Read or an atomic when its Response has been placed.
         w.phase = awaits_response(w.opcode) ? WqePhase::awaiting_response : WqePhase::done;
-        if (w.phase == WqePhase::done) sq_complete_in_order_locked();
+        if (w.phase != WqePhase::done) break;
+        if (local_peer_linked_.load(std::memory_order_acquire) &&
+            (w.opcode == WrOpcode::rdma_write || w.opcode == WrOpcode::rdma_write_with_imm)) {
+            // Its completion waits for the peer in this process to have
+            // consumed the stream up to here (local_peer.cpp): this FPDU's
+            // end (tx_flush_batch_locked counted the later ones already sent).
+            local_write_target_.store(tx_stream_sent_ - slot_sent_bytes_, std::memory_order_relaxed);
+        }
+        sq_complete_in_order_locked();
         break;
     }
     case TxSlot::Action::read_response_done:
@@ -535,6 +543,7 @@ bool QueuePair::tx_flush_batch_locked()
             }
         }
         slot_sent_bytes_ += static_cast<size_t>(n);
+        tx_stream_sent_ += static_cast<size_t>(n);
         while (slot_count_ > 0 && slot_sent_bytes_ >= slots_[slot_first_].wire_length) {
             slot_sent_bytes_ -= slots_[slot_first_].wire_length;
             tx_retire_locked(slots_[slot_first_]);
