@@ -38,7 +38,7 @@ public:
         if (index != 0) return s;
         for (uint32_t i = 0; i < qps; ++i) s.qps.push_back({100 + i, 1, 3});
         s.pds.push_back({1, qps});
-        s.tx_bytes = 4242;
+        s.port.tx_bytes = 4242;
         return s;
     }
     std::vector<NldevCmId> cm_ids(uint32_t) override { return {}; }
