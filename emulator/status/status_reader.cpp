@@ -115,8 +115,9 @@ bool read_one(const std::string& path, uint32_t pid, const StatusReadOptions& op
         *stale = kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
     } else if (h->version != kStatusVersion || h->header_size != sizeof(StatusHeader) ||
                h->slot_size != sizeof(QpStatusSlot) || h->slot_count != kStatusSlots || h->pid != pid) {
-        // Another build's layout: not ours to interpret, nor to remove while it runs.
-        *stale = !process_alive(h->pid, h->start_time);
+        // Another build's layout or a misnamed file: not ours to interpret,
+        // nor to remove while the process it names runs.
+        *stale = kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
     } else if (!process_alive(pid, h->start_time)) {
         *stale = true;
     } else {
