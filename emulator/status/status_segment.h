@@ -31,7 +31,8 @@ struct StatusAddress {
     sockaddr_storage load() const;
 };
 
-struct QpStatusSlot {
+// Cache-line aligned: a QP's counters share no line with another QP's.
+struct alignas(64) QpStatusSlot {
     // Odd: a live QP owns the slot; even: free.  Changed only by the owning
     // process under its publisher lock, with release order.
     std::atomic<uint32_t> generation{0};
@@ -42,7 +43,7 @@ struct QpStatusSlot {
     QpCounters counters;
 };
 
-struct StatusHeader {
+struct alignas(64) StatusHeader {
     std::atomic<uint64_t> magic{0};  // kStatusMagic, stored last (release)
     uint32_t version = kStatusVersion;
     uint32_t header_size = sizeof(StatusHeader);
@@ -55,6 +56,8 @@ struct StatusHeader {
     char device[32] = {};
     QpCounters retired;       // sums of the counters of the process's destroyed QPs
 };
+
+static_assert(sizeof(StatusHeader) % 64 == 0 && sizeof(QpStatusSlot) % 64 == 0);
 
 inline constexpr size_t kStatusFileSize = sizeof(StatusHeader) + size_t{kStatusSlots} * sizeof(QpStatusSlot);
 
