@@ -24,6 +24,7 @@ constexpr uint8_t kQpTypeRc = 2;      // IB_QPT_RC
 constexpr uint32_t kUverbsMajor = 231, kUverbsMinorBase = 192;  // dev_nodes.cpp's stat answers
 constexpr uint32_t kMiscMajor = 10, kRdmaCmMinor = 58;
 constexpr size_t kEntriesPerMessage = 16;  // nested entries per dump part: well under kNldevMaxReply
+constexpr size_t kCountersPerMessage = 3;  // a QP counter carries ~17 named values (~800 octets)
 
 // What the requester's attributes may be (type and minimum length); the
 // rest are ignored, as nldev's lenient nlmsg_parse_deprecated does.
@@ -224,7 +225,8 @@ void put_cm_id(nl_msg* m, const NldevCmId& c, uint32_t pid)
 // A resource table (RES_QP { RES_QP_ENTRY {...} ... }) in as many messages
 // as it takes, kEntriesPerMessage entries each (a doit: exactly one entry).
 template <typename T, typename Put>
-void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, const std::vector<T>& items, Put put)
+void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, const std::vector<T>& items, Put put,
+               size_t per_message = kEntriesPerMessage)
 {
     // No objects: no message at all, only NLMSG_DONE (res_get_common_dumpit).
     size_t i = 0;
@@ -233,7 +235,7 @@ void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, c
         nl_msg* m = r.start();
         put_handle(m, d);
         nlattr* table = nla_nest_start(m, table_attr);
-        for (size_t n = 0; n < kEntriesPerMessage && i < items.size(); ++n, ++i) {
+        for (size_t n = 0; n < per_message && i < items.size(); ++n, ++i) {
             nlattr* e = nla_nest_start(m, entry_attr);
             put(m, items[i]);
             nla_nest_end(m, e);
@@ -511,7 +513,8 @@ private:
                 if (counters.empty()) return ENOENT;
             }
             put_table(reply_, *d, RDMA_NLDEV_ATTR_STAT_COUNTER, RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY, counters,
-                      [pid](nl_msg* m, auto& c) { put_qp_counter(m, c.first, *c.second, pid); });
+                      [pid](nl_msg* m, auto& c) { put_qp_counter(m, c.first, *c.second, pid); },
+                      kCountersPerMessage);
             return dump ? dump_done() : 0;
         }
         if (dump) return EINVAL;  // nldev_stat_get_dumpit wants STAT_RES
