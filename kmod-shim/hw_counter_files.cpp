@@ -18,10 +18,14 @@ int open_hw_counter(const char* path, int flags)
 {
     const char* root = std::getenv("SYSFS_PATH");
     if (!path || !root || root[0] != '/') return -2;
+    // Every open() of the process passes here: no allocation until the path matches.
     std::string_view p(path);
-    const std::string prefix = std::string(root) + "/class/infiniband/";
-    if (p.substr(0, prefix.size()) != prefix) return -2;
-    p.remove_prefix(prefix.size());
+    const std::string_view r(root);
+    constexpr std::string_view cls = "/class/infiniband/";
+    if (p.substr(0, r.size()) != r) return -2;
+    p.remove_prefix(r.size());
+    if (p.substr(0, cls.size()) != cls) return -2;
+    p.remove_prefix(cls.size());
     const size_t slash = p.find('/');
     if (slash == std::string_view::npos) return -2;
     const std::string_view dev = p.substr(0, slash);
