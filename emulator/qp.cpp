@@ -403,6 +403,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // MPA-011
 
+        publish_addresses(fd);
         const bool same_host = peer_on_this_host(fd);
         tcp_congestion_ = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
         apply_liveness(fd, emu_.config().liveness_timeout_ms);
@@ -690,6 +691,16 @@ void QueuePair::linger_after_destroy(int fd)
         linger_fin_at_);
 }
 
+void QueuePair::publish_addresses(int fd)
+{
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) published_.slot().local.store(a);
+    a = {};
+    len = sizeof a;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) published_.slot().peer.store(a);
+}
+
 void QueuePair::log_counters_locked() const
 {
     const QpCounters& c = counters_;
@@ -754,6 +765,7 @@ int QueuePair::shutdown_locked(bool linger)
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
+    count(counters_.tx_read_responses, irq_count_);  // flushed: no longer in flight
     irq_count_ = irq_built_ = 0;
     if (rx_mr_) {
         StagTable::release(rx_mr_);
@@ -808,6 +820,7 @@ void QueuePair::flush_locked()
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
+    count(counters_.tx_read_responses, irq_count_);  // flushed: no longer in flight
     irq_head_ = irq_count_ = irq_built_ = 0;
     tx_msg_ = TxMessage::none;
     tx_offset_ = 0;

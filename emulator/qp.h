@@ -37,6 +37,8 @@
 #include "emulator/qp_state.h"
 #include "emulator/recv_queue.h"
 #include "emulator/stag_table.h"
+#include "emulator/qp_counters.h"
+#include "emulator/status_publisher.h"
 #include "emulator/verbs_types.h"
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/fpdu_receiver.h"
@@ -68,31 +70,6 @@ struct DefaultInitAllocator : std::allocator<T> {
         ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
     }
 };
-
-// Per-QP counters (debugging, tests, the benchmark).
-struct QpCounters {
-    std::atomic<uint64_t> tx_fpdus{0};
-    std::atomic<uint64_t> tx_bytes{0};
-    std::atomic<uint64_t> rx_fpdus{0};
-    std::atomic<uint64_t> rx_bytes{0};
-    std::atomic<uint64_t> tx_syscalls{0};
-    std::atomic<uint64_t> rx_syscalls{0};
-    std::atomic<uint64_t> rx_copied_bytes{0};  // payload octets that went through the staging buffer
-    std::atomic<uint64_t> rx_rnr_waits{0};     // Sends that found no receive posted and waited for one
-    std::atomic<uint64_t> rx_engine_passes{0}; // receive passes the engine thread ran on EPOLLIN
-    std::atomic<uint64_t> rx_poll_lease_lapses{0};  // poll ownership handed back by the engine's lease tick
-    std::atomic<uint64_t> fin_stall_drops{0};  // graceful closes dropped: the peer's closed window held the FIN back
-    std::atomic<uint64_t> rx_post_assists{0};  // receive passes a posting thread ran (rx_post_assist.cpp)
-    std::atomic<uint64_t> tx_wakeups{0};       // zero-length Writes that woke a peer up (first_fpdus.cpp)
-};
-
-// Each counter has one writer at a time, serialized by the lock of its
-// path (rx_lock_ or sq_lock_), and readers only look: a plain relaxed
-// store, not a locked read-modify-write per packet and per empty read.
-inline void count(std::atomic<uint64_t>& counter, uint64_t n = 1)
-{
-    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
 
 // What the last Terminate (sent or received) said: tests and diagnostics.
 struct TerminateRecord {
@@ -454,6 +431,7 @@ private:
     int shutdown_locked(bool linger);
     void linger_after_destroy(int fd);        // no lock: Engine::linger_close with the CM's handler
     void log_counters_locked() const;
+    void publish_addresses(int fd);  // the connection's ends, into the status slot
     void detach_socket_locked();              // close_socket_locked without the close
     void close_socket_locked(bool abortive);
     void close_after_tx_locked();             // peer FIN seen: close once the Terminate/batch left
@@ -474,7 +452,10 @@ private:
     uint32_t access_flags_ = 0;
     // Created in IDLE, which an iWARP RNIC reports as INIT (kernel siw maps
     // IDLE to INIT, cxgb4 starts there); RESET only when asked for.
-    std::atomic<QpState> state_{QpState::init};
+    // The QP's slot in the process's status segment: its state and counters
+    // live there, where other processes read them (status_publisher.h).
+    PublishedQp published_{qp_num_};
+    std::atomic<QpState>& state_ = published_.slot().state;
     std::function<void(QpConnectionEvent)> conn_handler_;
     std::mutex handler_lock_;
 
@@ -663,7 +644,7 @@ private:
     std::atomic<uint64_t> local_write_target_{0};
     std::atomic<uint64_t> local_write_placed_{0};
 
-    QpCounters counters_;
+    QpCounters& counters_ = published_.slot().counters;
     friend class Emulator;
     friend class LocalPeers;  // local_peer_link
 };

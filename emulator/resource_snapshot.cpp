@@ -14,12 +14,9 @@ ResourceSnapshot Emulator::snapshot()
         std::lock_guard<std::mutex> g(objects_lock_);
         for (const auto& [h, pd] : pds_) s.pds.push_back({h, pd->users()});
         for (const auto& [n, qp] : qps_) {
-            s.qps.push_back({n, qp->pd() ? qp->pd()->handle() : 0, static_cast<uint8_t>(qp->state())});
-            const QpCounters& c = qp->counters();
-            s.tx_fpdus += c.tx_fpdus.load(std::memory_order_relaxed);
-            s.tx_bytes += c.tx_bytes.load(std::memory_order_relaxed);
-            s.rx_fpdus += c.rx_fpdus.load(std::memory_order_relaxed);
-            s.rx_bytes += c.rx_bytes.load(std::memory_order_relaxed);
+            const CounterValues c = counter_values(qp->counters());
+            s.qps.push_back({n, qp->pd() ? qp->pd()->handle() : 0, static_cast<uint8_t>(qp->state()), 0, c});
+            s.port += c;
         }
         for (const auto& [ptr, cq] : cqs_) {
             uint64_t users = 0;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "emulator/status/status_reader.h"
+
 namespace iwemu {
 
 struct ResourceSnapshot {
@@ -13,6 +15,8 @@ struct ResourceSnapshot {
         uint32_t qp_num;
         uint32_t pdn;
         uint8_t state;  // QpState (== ib_qp_state)
+        uint32_t pid = 0;  // 0: this process; else another iwemu process's QP (status segment)
+        CounterValues counters;
     };
     struct Cq {
         uint32_t cqn;   // creation order, 1-based
@@ -34,8 +38,9 @@ struct ResourceSnapshot {
     std::vector<Mr> mrs;
     std::vector<Pd> pds;
     uint32_t srqs = 0;
-    // Sums over the live QPs (QpCounters).
-    uint64_t tx_fpdus = 0, tx_bytes = 0, rx_fpdus = 0, rx_bytes = 0;
+    // The port's counters: sums over the live QPs (QpCounters), and in the
+    // shim's answers over every iwemu process's live and destroyed QPs.
+    CounterValues port;
 };
 
 }  // namespace iwemu

@@ -688,6 +688,7 @@ bool QueuePair::rx_handle_read_request()
         // error.  The Read RTR is answered whatever the IRD (RFC 6581 §9.1).
         if (!is_rtr && irq_count_ >= ird_) {
             overflow = true;
+            count(counters_.rx_reads_over_ird);
         } else if (irq_count_ >= irq_.size()) {
             overflow = true;
         } else {
@@ -700,6 +701,7 @@ bool QueuePair::rx_handle_read_request()
             j.source_to = rr->data_source_to;
             ++irq_count_;
             ++rx_msn_[1];
+            count(counters_.rx_read_requests);
             rx_tx_kick_ = true;  // answered after this receive pass (rx_kick_tx)
         }
     }
@@ -721,6 +723,7 @@ void QueuePair::rx_handle_terminate(uint32_t body_len)
         std::lock_guard<std::mutex> g(sq_lock_);
         term_received_.valid = true;
         term_received_.code = msg.control.code;
+        count(counters_.terminates_received[static_cast<size_t>(msg.control.code.layer) % 3]);
         term_received_.had_ddp_header = msg.control.d;
         term_received_.had_rdma_header = msg.control.r;
         IWEMU_LOG(info, "qp %u: Terminate received %u/%u/0x%02x", qp_num_,

@@ -476,6 +476,7 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         irq_head_ = (irq_head_ + 1) % irq_.size();
         --irq_count_;
         --irq_built_;
+        count(counters_.tx_read_responses);
         break;
     case TxSlot::Action::terminate_sent: {
         terminate_sent_ = true;
@@ -622,6 +623,9 @@ void QueuePair::queue_terminate_locked(const wire::TerminateCode& code, std::spa
     }
     term_sent_.valid = true;
     term_sent_.code = code;
+    count(counters_.terminates_sent[static_cast<size_t>(code.layer) % 3]);
+    if (code.layer == wire::TerminateLayer::llp && code.error_code == wire::ecode::mpa_crc_error)
+        count(counters_.rx_crc_errors);
     term_sent_.had_ddp_header = !offending.empty();
     term_sent_.had_rdma_header = offending.size() > wire::ddp_untagged_header_size;
     // Responder before the first inbound FPDU: the rule against early FPDUs

@@ -24,6 +24,7 @@
 #include "kmod-shim/provider_loader.h"
 #include "kmod-shim/rdma_netlink_socket.h"
 #include "kmod-shim/sysfs_redirect.h"
+#include "kmod-shim/hw_counter_files.h"
 #include "kmod-shim/ucma_device.h"
 #include "kmod-shim/uverbs_commands.h"
 #include "kmod-shim/uverbs_file.h"
@@ -368,6 +369,10 @@ ssize_t recv(int fd, void* buf, size_t len, int flags)
     int r = guarded([&] { return open_dev(path, flags); }); \
     if (r != -2) return r;                            \
     REDIRECT_SYSFS(path);                             \
+    if (path && path[0] == '/') {                     \
+        r = guarded([&] { return open_hw_counter(path, flags); }); \
+        if (r != -2) return r;                        \
+    }                                                 \
     return REAL(realname)(__VA_ARGS__)
 
 int open(const char* path, int flags, ...)

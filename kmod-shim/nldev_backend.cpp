@@ -14,6 +14,7 @@
 #include "kmod-shim/rdma_links.h"
 #include "kmod-shim/sysfs_tree.h"
 #include "kmod-shim/ucma_ids.h"
+#include "emulator/status/status_reader.h"
 
 namespace iwemu::shim {
 namespace {
@@ -58,11 +59,9 @@ public:
 
     ResourceSnapshot resources(uint32_t index) override
     {
-        // One emulator serves every device of the process; its objects are
-        // shown on the first device.
-        Emulator* emu = Emulator::existing();
-        return index == 0 && emu ? emu->snapshot() : ResourceSnapshot{};
+        return shim_resources(index, false);
     }
+    ResourceSnapshot statistics(uint32_t index) override { return shim_resources(index, true); }
 
     std::vector<NldevCmId> cm_ids(uint32_t index) override
     {
@@ -113,6 +112,39 @@ private:
 };
 
 }  // namespace
+
+ResourceSnapshot shim_resources(uint32_t index, bool tcp_info)
+{
+    // One emulator serves every device of the process; its objects are
+    // shown on the first device, and so are the other processes' QPs.
+    if (index != 0) return {};
+    Emulator* emu = Emulator::existing();
+    ResourceSnapshot s = emu ? emu->snapshot() : ResourceSnapshot{};
+    StatusReadOptions opt;
+    opt.tcp_info = tcp_info;
+    const auto self = static_cast<uint32_t>(getpid());
+    bool self_published = false;
+    CounterValues port;
+    for (ProcessStatus& p : read_process_status(opt)) {
+        port += p.retired;
+        for (const QpStatus& q : p.qps) {
+            port += q.counters;
+            if (p.pid == self) continue;  // ours: the snapshot has them, with their PD
+            ResourceSnapshot::Qp e{q.qp_num, 0, q.state, p.pid, q.counters};
+            s.qps.push_back(e);
+        }
+        if (p.pid == self) {
+            self_published = true;
+            // The snapshot's QPs with what the segment adds (TCP retransmits).
+            for (ResourceSnapshot::Qp& mine : s.qps)
+                for (const QpStatus& q : p.qps)
+                    if (mine.pid == 0 && q.qp_num == mine.qp_num) mine.counters.tcp_retransmits = q.counters.tcp_retransmits;
+        }
+    }
+    if (!self_published) port += s.port;  // no segment (no private directory): our own QPs only
+    s.port = port;
+    return s;
+}
 
 NldevBackend& shim_nldev_backend()
 {

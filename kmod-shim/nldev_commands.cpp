@@ -24,6 +24,7 @@ constexpr uint8_t kQpTypeRc = 2;      // IB_QPT_RC
 constexpr uint32_t kUverbsMajor = 231, kUverbsMinorBase = 192;  // dev_nodes.cpp's stat answers
 constexpr uint32_t kMiscMajor = 10, kRdmaCmMinor = 58;
 constexpr size_t kEntriesPerMessage = 16;  // nested entries per dump part: well under kNldevMaxReply
+constexpr size_t kCountersPerMessage = 3;  // a QP counter carries ~17 named values (~800 octets)
 
 // What the requester's attributes may be (type and minimum length); the
 // rest are ignored, as nldev's lenient nlmsg_parse_deprecated does.
@@ -33,7 +34,7 @@ nla_policy* request_policy()
         static nla_policy q[RDMA_NLDEV_ATTR_MAX]{};
         for (int a : {RDMA_NLDEV_ATTR_DEV_INDEX, RDMA_NLDEV_ATTR_PORT_INDEX, RDMA_NLDEV_ATTR_RES_LQPN,
                       RDMA_NLDEV_ATTR_RES_CQN, RDMA_NLDEV_ATTR_RES_MRN, RDMA_NLDEV_ATTR_RES_PDN,
-                      RDMA_NLDEV_ATTR_RES_CM_IDN, RDMA_NLDEV_ATTR_STAT_RES})
+                      RDMA_NLDEV_ATTR_RES_CM_IDN, RDMA_NLDEV_ATTR_STAT_RES, RDMA_NLDEV_ATTR_STAT_COUNTER_ID})
             q[a].type = NLA_U32;
         for (int a : {RDMA_NLDEV_ATTR_DEV_NAME, RDMA_NLDEV_ATTR_LINK_TYPE, RDMA_NLDEV_ATTR_NDEV_NAME,
                       RDMA_NLDEV_ATTR_CHARDEV_TYPE}) {
@@ -173,7 +174,7 @@ void put_qp(nl_msg* m, const ResourceSnapshot::Qp& q, uint32_t pid)
     check(nla_put_u32(m, RDMA_NLDEV_ATTR_RES_SQ_PSN, 0));  // iWARP has no PSNs
     check(nla_put_u8(m, RDMA_NLDEV_ATTR_RES_TYPE, kQpTypeRc));
     check(nla_put_u8(m, RDMA_NLDEV_ATTR_RES_STATE, q.state));
-    check(nla_put_u32(m, RDMA_NLDEV_ATTR_RES_PID, pid));
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_RES_PID, q.pid ? q.pid : pid));  // another process's QP: its pid
     check(nla_put_u32(m, RDMA_NLDEV_ATTR_RES_PDN, q.pdn));
 }
 
@@ -224,7 +225,8 @@ void put_cm_id(nl_msg* m, const NldevCmId& c, uint32_t pid)
 // A resource table (RES_QP { RES_QP_ENTRY {...} ... }) in as many messages
 // as it takes, kEntriesPerMessage entries each (a doit: exactly one entry).
 template <typename T, typename Put>
-void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, const std::vector<T>& items, Put put)
+void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, const std::vector<T>& items, Put put,
+               size_t per_message = kEntriesPerMessage)
 {
     // No objects: no message at all, only NLMSG_DONE (res_get_common_dumpit).
     size_t i = 0;
@@ -233,7 +235,7 @@ void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, c
         nl_msg* m = r.start();
         put_handle(m, d);
         nlattr* table = nla_nest_start(m, table_attr);
-        for (size_t n = 0; n < kEntriesPerMessage && i < items.size(); ++n, ++i) {
+        for (size_t n = 0; n < per_message && i < items.size(); ++n, ++i) {
             nlattr* e = nla_nest_start(m, entry_attr);
             put(m, items[i]);
             nla_nest_end(m, e);
@@ -243,21 +245,42 @@ void put_table(Reply& r, const NldevDevice& d, int table_attr, int entry_attr, c
     } while (i < items.size());
 }
 
-// The port's counters (rdma statistic show): the QPs' sums.
-void put_counters(nl_msg* m, const NldevDevice& d, const ResourceSnapshot& s)
+// STAT_HWCOUNTERS { ENTRY { NAME, VALUE } ... } (fill_stat_counter_hwcounters)
+void put_hwcounters(nl_msg* m, const CounterValues& c)
 {
-    put_handle(m, d);
-    check(nla_put_u32(m, RDMA_NLDEV_ATTR_PORT_INDEX, 1));
     nlattr* table = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
-    const std::pair<const char*, uint64_t> rows[] = {
-        {"tx_fpdus", s.tx_fpdus}, {"tx_bytes", s.tx_bytes}, {"rx_fpdus", s.rx_fpdus}, {"rx_bytes", s.rx_bytes}};
-    for (const auto& [name, value] : rows) {
+    for (const auto& [name, value] : hw_counter_list(c)) {
         nlattr* e = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY);
-        check(nla_put_string(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, name));
+        check(nla_put_string(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, name.c_str()));
         check(nla_put_u64(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, value));
         nla_nest_end(m, e);
     }
     nla_nest_end(m, table);
+}
+
+// The port's counters (rdma statistic show): sums over the QPs of every iwemu process.
+void put_counters(nl_msg* m, const NldevDevice& d, const ResourceSnapshot& s)
+{
+    put_handle(m, d);
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_PORT_INDEX, 1));
+    put_hwcounters(m, s.port);
+}
+
+// One QP's counter (rdma statistic qp show), as fill_res_counter_entry()
+// shows a counter that auto mode bound to one QP: its id, mode, the QP, values.
+void put_qp_counter(nl_msg* m, uint32_t id, const ResourceSnapshot::Qp& q, uint32_t pid)
+{
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_PORT_INDEX, 1));
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_STAT_COUNTER_ID, id));
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_STAT_MODE, RDMA_COUNTER_MODE_AUTO));
+    check(nla_put_u8(m, RDMA_NLDEV_ATTR_RES_TYPE, kQpTypeRc));
+    nlattr* qps = nla_nest_start(m, RDMA_NLDEV_ATTR_RES_QP);
+    nlattr* e = nla_nest_start(m, RDMA_NLDEV_ATTR_RES_QP_ENTRY);
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_RES_LQPN, q.qp_num));
+    nla_nest_end(m, e);
+    nla_nest_end(m, qps);
+    put_hwcounters(m, q.counters);
+    check(nla_put_u32(m, RDMA_NLDEV_ATTR_RES_PID, q.pid ? q.pid : pid));
 }
 
 // huge_encode_dev(): how the kernel puts a dev_t in RDMA_NLDEV_ATTR_CHARDEV.
@@ -474,11 +497,30 @@ private:
 
     int stat_get(bool dump)
     {
-        if (has(RDMA_NLDEV_ATTR_STAT_RES)) return EOPNOTSUPP;  // no QP/MR counter binding
+        if (has(RDMA_NLDEV_ATTR_STAT_RES)) {
+            // Per-QP counters: every QP has its own (as auto mode per QP would bind them).
+            if (u32(RDMA_NLDEV_ATTR_STAT_RES) != RDMA_NLDEV_ATTR_RES_QP) return EOPNOTSUPP;  // no MR counters
+            const NldevDevice* d = device();
+            if (!d) return EINVAL;
+            if (has(RDMA_NLDEV_ATTR_PORT_INDEX) && !port_ok()) return EINVAL;
+            const uint32_t pid = backend_.pid();
+            const ResourceSnapshot s = backend_.statistics(d->index);
+            std::vector<std::pair<uint32_t, const ResourceSnapshot::Qp*>> counters;
+            for (size_t i = 0; i < s.qps.size(); ++i) counters.emplace_back(static_cast<uint32_t>(i + 1), &s.qps[i]);
+            if (!dump) {
+                if (!has(RDMA_NLDEV_ATTR_STAT_COUNTER_ID)) return EINVAL;
+                std::erase_if(counters, [&](auto& c) { return c.first != u32(RDMA_NLDEV_ATTR_STAT_COUNTER_ID); });
+                if (counters.empty()) return ENOENT;
+            }
+            put_table(reply_, *d, RDMA_NLDEV_ATTR_STAT_COUNTER, RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY, counters,
+                      [pid](nl_msg* m, auto& c) { put_qp_counter(m, c.first, *c.second, pid); },
+                      kCountersPerMessage);
+            return dump ? dump_done() : 0;
+        }
         if (dump) return EINVAL;  // nldev_stat_get_dumpit wants STAT_RES
         const NldevDevice* d = device();
         if (!d || !port_ok()) return EINVAL;
-        put_counters(reply_.start(), *d, backend_.resources(d->index));
+        put_counters(reply_.start(), *d, backend_.statistics(d->index));
         reply_.finish();
         return 0;
     }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emulator/resource_snapshot.h"
@@ -45,6 +46,8 @@ public:
     virtual std::vector<NldevDevice> devices() = 0;
     // The objects of this process on device `index` (empty if none).
     virtual ResourceSnapshot resources(uint32_t index) = 0;
+    // The same for counters (rdma statistic): may cost more (TCP_INFO look-ups).
+    virtual ResourceSnapshot statistics(uint32_t index) { return resources(index); }
     virtual std::vector<NldevCmId> cm_ids(uint32_t index) = 0;
     virtual uint32_t pid() = 0;
     // 0 or a positive errno, as the kernel's nldev_newlink / nldev_dellink.

@@ -1,4 +1,5 @@
 #include "kmod-shim/sysfs_tree.h"
+#include "emulator/status/status_reader.h"
 
 #include "emulator/config.h"
 #include "emulator/device.h"
@@ -372,6 +373,10 @@ std::string sysfs_tree_sync(const std::string& root, const std::vector<SysfsDevi
         }
         prune_numbered(attrs + "/ndevs", dev.gids.size());
         prune_numbered(attrs + "/types", dev.gids.size());
+        // hw_counters: the names; reads through the shim give the values (hw_counter_files.h).
+        if (!make_dir(port + "/hw_counters", 0755, &err)) return err;
+        for (const auto& [name, value] : hw_counter_list(CounterValues{}))
+            if (!sync_file(port + "/hw_counters/" + name, "0\n", &err)) return err;
     }
     prune_removed_devices(verbs, ib, devices);
     return "";

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "tools/decode_command.h"
+#include "tools/status_command.h"
 
 namespace {
 
@@ -13,6 +14,7 @@ void usage(std::FILE* out)
         "\n"
         "commands:\n"
         "  decode   decode one direction of an iWARP (MPA/DDP/RDMAP) TCP byte stream\n"
+        "  status   every iwemu process of this user: devices, QPs, state, peers, counters\n"
         "\n"
         "iwemu <command> --help shows the options of a command.\n",
         out);
@@ -33,6 +35,8 @@ int main(int argc, char** argv)
     }
     if (cmd == "decode")
         return iwemu::tools::decode_command(argc - 1, argv + 1);
+    if (cmd == "status")
+        return iwemu::tools::status_command(argc - 1, argv + 1);
     std::fprintf(stderr, "iwemu: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 1;

@@ -33,6 +33,11 @@ void expect_terminate(Side& from, Side& to, TerminateCode c, AsyncEventType from
     EXPECT_EQ(sent.code, c);
     EXPECT_EQ(got.code, c);  // decoded from the wire by the peer
     EXPECT_EQ(got.had_rdma_header, rdma_header);
+    // The status counters: one Terminate each way, at its layer.
+    const size_t layer = static_cast<size_t>(c.layer);
+    EXPECT_EQ(from.qp->counters().terminates_sent[layer].load(), 1u);
+    EXPECT_EQ(to.qp->counters().terminates_received[layer].load(), 1u);
+    EXPECT_EQ(from.qp->counters().terminates_received[layer].load(), 0u);
     const auto end = std::chrono::steady_clock::now() + 2s;
     while (std::chrono::steady_clock::now() < end &&
            !(from.events.has_async(from_event) && to.events.has_async(AsyncEventType::qp_fatal)))

@@ -10,6 +10,8 @@ command -v rdma >/dev/null || { echo "SKIP: no rdma tool (iproute2)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export IWEMU_CONFIG=$tmp/iwemu.conf
+export XDG_RUNTIME_DIR=$tmp  # a private status directory: no other test's QPs
+chmod 700 "$tmp"
 : >"$IWEMU_CONFIG"
 t() { timeout 20 "$run" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -24,7 +26,7 @@ expect() {  # expect PATTERN CMD...: CMD succeeds and prints a line matching PAT
 expect '^link iwemu0/1 state (ACTIVE|DOWN) physical_state (LINK_UP|DISABLED)' rdma link show
 expect '^0: iwemu0: node_type rnic fw iwemu .* node_guid 0269:7765:6d75:0001' rdma dev show
 expect '^0: iwemu0: pd 0 cq 0 qp 0 cm_id 0 mr 0' rdma resource show
-expect '^link iwemu0/1 tx_fpdus [0-9]+ tx_bytes [0-9]+' rdma statistic show
+expect '^link iwemu0/1 sent_pkts [0-9]+ rcvd_pkts [0-9]+ sent_bytes [0-9]+' rdma statistic show
 expect 'copy-on-fork on' rdma sys show
 out=$(t rdma resource show qp 2>&1) || fail "rdma resource show qp: $out"
 [ -z "$out" ] || fail "a process without QPs listed some: $out"

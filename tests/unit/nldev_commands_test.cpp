@@ -3,6 +3,8 @@
 // kernel's errnos for bad requests, and random / truncated input that must
 // yield well-formed replies or none, never a crash.
 #include <linux/netlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
 #include <rdma/rdma_netlink.h>
 
 #include <gtest/gtest.h>
@@ -36,9 +38,9 @@ public:
     {
         ResourceSnapshot s;
         if (index != 0) return s;
-        for (uint32_t i = 0; i < qps; ++i) s.qps.push_back({100 + i, 1, 3});
+        for (uint32_t i = 0; i < qps; ++i) s.qps.push_back({100 + i, 1, 3, 0, {}});
         s.pds.push_back({1, qps});
-        s.tx_bytes = 4242;
+        s.port.tx_bytes = 4242;
         return s;
     }
     std::vector<NldevCmId> cm_ids(uint32_t) override { return {}; }
@@ -144,6 +146,41 @@ struct ErrCase {
     Req req;
     int err;
 };
+
+TEST(NldevCommands, QpCountersDumpOneCounterPerQpWithinAPage)
+{
+    FixedBackend b;
+    b.qps = 20;
+    Req r(RDMA_NLDEV_CMD_STAT_GET, NLM_F_DUMP);
+    r.u32(RDMA_NLDEV_ATTR_DEV_INDEX, 0).u32(RDMA_NLDEV_ATTR_PORT_INDEX, 1).u32(RDMA_NLDEV_ATTR_STAT_RES, RDMA_NLDEV_ATTR_RES_QP);
+    auto out = answer(r, b);
+    ASSERT_GE(out.size(), 2u);
+    EXPECT_EQ(H(out.back())->nlmsg_type, NLMSG_DONE);
+    size_t counters = 0;
+    for (size_t i = 0; i + 1 < out.size(); ++i) {
+        EXPECT_LE(out[i].size(), kNldevMaxReply);
+        nlattr* tb[RDMA_NLDEV_ATTR_MAX] = {};
+        ASSERT_EQ(nlmsg_parse(const_cast<nlmsghdr*>(H(out[i])), 0, tb, RDMA_NLDEV_ATTR_MAX - 1, nullptr), 0);
+        ASSERT_NE(tb[RDMA_NLDEV_ATTR_STAT_COUNTER], nullptr);
+        nlattr* e;
+        int rem;
+        nla_for_each_nested(e, tb[RDMA_NLDEV_ATTR_STAT_COUNTER], rem) {
+            nlattr* f[RDMA_NLDEV_ATTR_MAX] = {};
+            ASSERT_EQ(nla_parse_nested(f, RDMA_NLDEV_ATTR_MAX - 1, e, nullptr), 0);
+            ASSERT_NE(f[RDMA_NLDEV_ATTR_STAT_COUNTER_ID], nullptr);
+            ASSERT_NE(f[RDMA_NLDEV_ATTR_STAT_HWCOUNTERS], nullptr);
+            ASSERT_NE(f[RDMA_NLDEV_ATTR_RES_QP], nullptr);
+            EXPECT_EQ(nla_get_u32(f[RDMA_NLDEV_ATTR_RES_PID]), 77u);
+            ++counters;
+        }
+    }
+    EXPECT_EQ(counters, 20u);
+    Req mr(RDMA_NLDEV_CMD_STAT_GET, NLM_F_DUMP);
+    mr.u32(RDMA_NLDEV_ATTR_DEV_INDEX, 0).u32(RDMA_NLDEV_ATTR_STAT_RES, RDMA_NLDEV_ATTR_RES_MR);
+    out = answer(mr, b);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(error_of(out[0]), EOPNOTSUPP);  // no MR counters
+}
 
 TEST(NldevCommands, KernelErrnos)
 {
