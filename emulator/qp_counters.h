@@ -30,7 +30,7 @@ struct QpCounters {
     std::atomic<uint64_t> rx_read_requests{0};   // inbound Read Requests queued for an answer
     std::atomic<uint64_t> tx_read_responses{0};  // of those, answered (their last Read Response framed)
     std::atomic<uint64_t> rx_reads_over_ird{0};  // inbound Read Requests beyond the IRD (RDMAP-023)
-    std::atomic<uint64_t> faults_fired{0};       // reserved: fault-injection rules that fired on this QP
+    std::atomic<uint64_t> faults_fired{0};       // fault-injection rules that fired on this QP (IWEMU_FAULTS)
 };
 
 // Each counter has one writer at a time, serialized by the lock of its

@@ -101,6 +101,19 @@ QpStatusSlot* StatusPublisher::claim(uint32_t qp_num)
     return nullptr;
 }
 
+void StatusPublisher::count_fault(uint32_t qp_num)
+{
+    std::lock_guard g(lock_);
+    if (!header_ || pid_ != static_cast<uint32_t>(getpid())) return;
+    for (uint32_t i = 0; i < kStatusSlots; ++i) {
+        QpStatusSlot& s = slots_[i];
+        if ((s.generation.load(std::memory_order_relaxed) & 1) && s.qp_num.load(std::memory_order_relaxed) == qp_num) {
+            s.counters.faults_fired.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+    }
+}
+
 void StatusPublisher::release(QpStatusSlot* slot)
 {
     std::lock_guard g(lock_);

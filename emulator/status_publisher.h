@@ -20,6 +20,9 @@ public:
     QpStatusSlot* claim(uint32_t qp_num);
     // Folds the slot's counters into the header's retired sums and frees it.
     void release(QpStatusSlot* slot);
+    // A fault-injection rule fired on QP qp_num (emulator/faults: rare, off
+    // the data path, so a search of the live slots is fine).
+    void count_fault(uint32_t qp_num);
     // Removes this process's file (atexit).
     void remove_file();
 

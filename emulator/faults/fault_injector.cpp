@@ -19,6 +19,7 @@
 
 #include "emulator/faults/fault_rules.h"
 #include "emulator/log.h"
+#include "emulator/status_publisher.h"
 #include "emulator/wire/capture_framing.h"
 #include "emulator/wire/crc32c.h"
 #include "emulator/wire/fpdu.h"
@@ -136,6 +137,7 @@ int decide(Flow& f, Direction dir, uint64_t start, uint8_t opcode, bool tagged, 
         }
         ++s.fired;
         g_state->fired[i].fetch_add(1, std::memory_order_relaxed);
+        if (f.qpn) StatusPublisher::instance().count_fault(f.qpn);  // iwemu status, rdma statistic
         IWEMU_LOG(info, "faults: rule '%s' fired: qp %u, %s FPDU %llu (opcode 0x%x, stream offset %llu)", r.text.c_str(),
                   f.qpn, dir == Direction::tx ? "tx" : "rx", static_cast<unsigned long long>(fpdu_no), opcode,
                   static_cast<unsigned long long>(start));

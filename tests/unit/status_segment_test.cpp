@@ -87,6 +87,19 @@ TEST_F(StatusSegment, PublishedQpIsReadBackAndRetiredAtRelease)
     EXPECT_GE(me->retired.tx_bytes, 300u);  // the port's sums keep a destroyed QP's counters
 }
 
+// A fault-injection rule that fires on a QP (emulator/faults) is counted
+// in that QP's slot, and in no other.
+TEST_F(StatusSegment, FaultsFiredAreCountedOnTheirQp)
+{
+    PublishedQp a(5151), b(5152);
+    ASSERT_TRUE(a.published() && b.published());
+    StatusPublisher::instance().count_fault(5152);
+    StatusPublisher::instance().count_fault(5152);
+    StatusPublisher::instance().count_fault(999999);  // no such QP: nothing
+    EXPECT_EQ(a.slot().counters.faults_fired.load(), 0u);
+    EXPECT_EQ(b.slot().counters.faults_fired.load(), 2u);
+}
+
 TEST_F(StatusSegment, ReaderRacesTheWriterSafely)
 {
     PublishedQp qp(77);
