@@ -106,6 +106,7 @@ DECLARE_REAL(dup3, int, int, int, int);
 DECLARE_REAL(fcntl, int, int, int, ...);
 DECLARE_REAL(fcntl64, int, int, int, ...);
 DECLARE_REAL(opendir, DIR*, const char*);
+DECLARE_REAL(chdir, int, const char*);
 DECLARE_REAL(readlink, ssize_t, const char*, char*, size_t);
 DECLARE_REAL(realpath, char*, const char*, char*);
 DECLARE_REAL(__realpath_chk, char*, const char*, char*, size_t);
@@ -527,6 +528,15 @@ DIR* opendir(const char* path)
 {
     REDIRECT_SYSFS(path);
     return REAL(opendir)(path);
+}
+
+// A shell's `cd /sys/class/infiniband` (infiniband-diags' ibstatus lists
+// the devices with `cd` and `*`): the working directory becomes the
+// generated tree's, where relative names then resolve on their own.
+int chdir(const char* path)
+{
+    REDIRECT_SYSFS(path);
+    return REAL(chdir)(path);
 }
 
 // The rest of what `ls -l`, `stat` and `find` ask of a path (SELinux label,

@@ -28,6 +28,12 @@ expect '^0: iwemu0: node_type rnic fw iwemu .* node_guid 0269:7765:6d75:0001' rd
 expect '^0: iwemu0: pd 0 cq 0 qp 0 cm_id 0 mr 0' rdma resource show
 expect '^link iwemu0/1 sent_pkts [0-9]+ rcvd_pkts [0-9]+ sent_bytes [0-9]+' rdma statistic show
 expect 'copy-on-fork on' rdma sys show
+# Scripts that read /sys/class/infiniband themselves: ls, cat, and
+# infiniband-diags' ibstatus, which lists the devices by `cd` and `*`.
+expect ' iwemu0$' ls -l /sys/class/infiniband/
+expect '^4: ACTIVE$' cat /sys/class/infiniband/iwemu0/ports/1/state
+expect "^Infiniband device 'iwemu0' port 1 status:" ibstatus
+expect '^[[:space:]]+link_layer:[[:space:]]+Ethernet$' ibstatus iwemu0:1
 out=$(t rdma resource show qp 2>&1) || fail "rdma resource show qp: $out"
 [ -z "$out" ] || fail "a process without QPs listed some: $out"
 # A device name the tool does not know, and deleting the built-in device: errors, not hangs.
