@@ -240,7 +240,7 @@ void Sink::emit(Flow& f, bool outbound, std::span<const uint8_t> payload, uint8_
     if (flags & wire::tcpframe::syn) seg.seq = d.isn;
     frame_.resize(wire::tcpframe::max_headers + payload.size());
     const size_t hdr = wire::tcpframe::build_headers(seg, payload, frame_.data());
-    std::memcpy(frame_.data() + hdr, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(frame_.data() + hdr, payload.data(), payload.size());  // SYN, FIN: none
     const size_t total = hdr + payload.size();
     const size_t captured = std::min<size_t>({total, hdr + keep, s_.snaplen});
     wire::pcapng::append_enhanced_packet(buf_, 0, ts, {frame_.data(), captured}, static_cast<uint32_t>(total), f.comment);

@@ -23,6 +23,7 @@ constexpr Step steps[] = {
     {S::sending_request, S::awaiting_retry},
     {S::awaiting_reply, S::awaiting_retry},
     {S::awaiting_retry, S::tcp_connecting},
+    {S::tcp_connecting, S::awaiting_retry},  // a reconnect refused: the server is not listening again yet
     {S::sending_rtr_frame, S::handing_off},
     {S::awaiting_request, S::awaiting_ulp},
     {S::awaiting_request, S::sending_reject},

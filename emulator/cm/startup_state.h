@@ -5,7 +5,8 @@
 //              -> [sending_rtr_frame] -> handing_off -> established -> closed
 //              awaiting_reply -> sending_terminate -> closed   (no RTR / IRD)
 //              sending_request | awaiting_reply -> awaiting_retry
-//              -> tcp_connecting   (reset before any Reply octet)
+//              -> tcp_connecting   (reset before any Reply octet; a reconnect
+//              refused: tcp_connecting -> awaiting_retry)
 //  passive:  awaiting_request -> awaiting_ulp -> sending_reply
 //              -> [awaiting_rtr_frame] -> handing_off -> established -> closed
 //              awaiting_request | awaiting_ulp -> sending_reject -> closed

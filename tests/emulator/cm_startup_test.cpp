@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "emulator/cm/connection_manager.h"
+#include "emulator/cm/startup_state.h"
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/mpa_frame.h"
 #include "emulator/wire/terminate_message.h"
@@ -337,6 +338,19 @@ struct Pair {
 };
 
 // ---------------------------------------------------------------- CM <-> CM
+
+// The start-up table: a reconnect the server refuses waits to retry (that
+// step was missing, and an assertion build aborted the Initiator when a
+// server it had reset was not listening again yet); every state may close.
+TEST(StartupStateTable, ReconnectRefusedWaitsAndEveryStateMayClose)
+{
+    EXPECT_TRUE(startup_transition_allowed(StartupState::tcp_connecting, StartupState::awaiting_retry));
+    EXPECT_TRUE(startup_transition_allowed(StartupState::awaiting_retry, StartupState::tcp_connecting));
+    EXPECT_FALSE(startup_transition_allowed(StartupState::established, StartupState::tcp_connecting));
+    EXPECT_FALSE(startup_transition_allowed(StartupState::closed, StartupState::closed));
+    for (size_t s = 0; s + 1 < startup_state_count; ++s)
+        EXPECT_TRUE(startup_transition_allowed(static_cast<StartupState>(s), StartupState::closed)) << s;
+}
 
 TEST(CmStartup, AcceptCarriesPrivateDataBothWaysAndHandsOffConnectedSockets)
 {
