@@ -39,7 +39,15 @@ want=$(grep -c . "$dir/expected.txt")
 got=$(grep -c . "$dir/tshark.txt")
 echo "Terminates: hostile_peer decoded $want, tshark decoded $got"
 [ "$want" -gt 0 ] || fail "no Terminate provoked"
-[ "$got" -eq "$want" ] || fail "tshark sees $got Terminates from iwemu, hostile_peer $want"
+# dumpcap on a loaded host can lose a segment of the live capture (CI: one
+# Terminate of 21 missing, which hostile_peer had read off its socket): then
+# fewer is all the capture can show, and every one it shows is still checked.
+lost=$(T -Y 'tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment' | grep -c .)
+if [ "$got" -lt "$want" ] && [ "$lost" -ne 0 ] && [ "$got" -gt 0 ]; then
+    echo "capture lost segments ($lost): $((want - got)) Terminate(s) not in it"
+else
+    [ "$got" -eq "$want" ] || fail "tshark sees $got Terminates from iwemu, hostile_peer $want"
+fi
 
 while IFS=";" read -r dport layer e_rdma e_ddp e_llp c_rdma c_ddpt c_ddpu c_llp d r qn last frame stream; do
     etype=$(num "$e_rdma$e_ddp$e_llp")
@@ -60,7 +68,6 @@ done < "$dir/tshark.txt"
 
 # Everything iwemu sent: well formed, good CRCs -- unless dumpcap lost
 # segments (then tshark loses FPDU sync; not iwemu's doing).
-lost=$(T -Y 'tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment' | grep -c .)
 if [ "$lost" -ne 0 ]; then
     echo "capture lost segments ($lost): CRC and malformed checks skipped"
 else
