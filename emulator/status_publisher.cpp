@@ -74,8 +74,11 @@ QpStatusSlot* StatusPublisher::claim(uint32_t qp_num)
 {
     std::lock_guard g(lock_);
     if (!open_locked()) return nullptr;
-    for (uint32_t i = 0; i < kStatusSlots; ++i) {
-        const uint32_t k = (next_ + i) % kStatusSlots;
+    // The lowest free slot: the pages touched follow the QPs alive at once,
+    // not all QPs ever made (a round-robin search touched the whole table
+    // over a connection churn: RSS +1 MB).  A reused slot's generation
+    // tells readers it is another QP.
+    for (uint32_t k = 0; k < kStatusSlots; ++k) {
         QpStatusSlot* s = &slots_[k];
         if (!(s->generation.load(std::memory_order_relaxed) & 1)) {
             if (s->generation.load(std::memory_order_relaxed) == 0) new (s) QpStatusSlot;  // first use of this slot
@@ -94,7 +97,6 @@ QpStatusSlot* StatusPublisher::claim(uint32_t qp_num)
                 c.terminates_received[l].store(0, std::memory_order_relaxed);
             }
             s->generation.fetch_add(1, std::memory_order_release);  // odd: live
-            next_ = (k + 1) % kStatusSlots;
             return s;
         }
     }

@@ -32,7 +32,6 @@ private:
     StatusHeader* header_ = nullptr;
     QpStatusSlot* slots_ = nullptr;
     uint32_t pid_ = 0;      // the process the mapping was made for (fork: a child makes its own)
-    uint32_t next_ = 0;     // where the search for a free slot starts
     bool failed_ = false;   // no directory: stop trying
     std::string path_;
 };
