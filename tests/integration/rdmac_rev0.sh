@@ -16,26 +16,6 @@ dir=$(mktemp -d)
 server=
 trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
 
-# pair SERVER_ENV CLIENT_ENV SERVER ARGV... -- CLIENT ARGV...: like
-# server_client, each side with its own environment (e.g. IWEMU_MPA_REV=0).
-pair() {
-    local senv=$1 cenv=$2 sargv=()
-    shift 2
-    while [ "$1" != -- ]; do sargv+=("$1"); shift; done
-    shift
-    port=$(free_port) || fail "no free port"
-    # shellcheck disable=SC2086
-    env IWEMU_LOG=debug $senv timeout 60 "$run" "${sargv[@]/@PORT@/$port}" > "$dir/server.log" 2>&1 &
-    server=$!
-    wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "server did not listen"; }
-    # shellcheck disable=SC2086
-    env IWEMU_LOG=debug $cenv timeout 50 "$run" "${@/@PORT@/$port}" > "$dir/client.log" 2>&1
-    client_rc=$?
-    wait $server
-    server_rc=$?
-    server=
-}
-
 # Both ends ran the connection as RDMAC: version 0, CRC and markers both ways.
 check_version0() {  # WHAT
     local f
@@ -49,7 +29,7 @@ count=200
 for roles in "IWEMU_MPA_REV=0 IWEMU_MPA_REV=2" "IWEMU_MPA_REV=2 IWEMU_MPA_REV=0"; do
     set -- $roles
     senv=$1 cenv=$2
-    pair "$senv" "$cenv" rping -s -a $addr -p @PORT@ -C $count -S 4000 -V -- \
+    server_client_env "$senv" "$cenv" rping -s -a $addr -p @PORT@ -C $count -S 4000 -V -- \
         rping -c -a $addr -p @PORT@ -C $count -S 4000 -V -v
     client_rc=$(rping_rc client $client_rc "$dir/client.log")
     server_rc=$(rping_rc server $server_rc "$dir/server.log")
@@ -62,7 +42,7 @@ for roles in "IWEMU_MPA_REV=0 IWEMU_MPA_REV=2" "IWEMU_MPA_REV=2 IWEMU_MPA_REV=0"
     echo "rping -V, server $senv, client $cenv: $count pings verified at DDP/RDMAP version 0"
 
     for t in ib_write_bw ib_read_bw ib_send_bw; do
-        pair "$senv" "$cenv" $t -R -p @PORT@ -n 200 -s 65536 -- $t -R -p @PORT@ -n 200 -s 65536 $addr
+        server_client_env "$senv" "$cenv" $t -R -p @PORT@ -n 200 -s 65536 -- $t -R -p @PORT@ -n 200 -s 65536 $addr
         row=$(grep -A1 "#bytes" "$dir/client.log" | tail -1)
         if [ "$client_rc" -ne 0 ] || [ "$server_rc" -ne 0 ] || ! [[ "$row" =~ ^\ *65536\ +200 ]]; then
             show "$dir/server.log" "$dir/client.log"

@@ -20,24 +20,6 @@ dir=$(mktemp -d)
 server=
 trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
 
-pair() {  # SERVER_ENV CLIENT_ENV SERVER ARGV... -- CLIENT ARGV...
-    local senv=$1 cenv=$2 sargv=()
-    shift 2
-    while [ "$1" != -- ]; do sargv+=("$1"); shift; done
-    shift
-    port=$(free_port) || fail "no free port"
-    # shellcheck disable=SC2086
-    env IWEMU_LOG=debug $senv timeout 60 "$run" "${sargv[@]/@PORT@/$port}" > "$dir/server.log" 2>&1 &
-    server=$!
-    wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "server did not listen"; }
-    # shellcheck disable=SC2086
-    env IWEMU_LOG=debug $cenv timeout 50 "$run" "${@/@PORT@/$port}" > "$dir/client.log" 2>&1
-    client_rc=$?
-    wait $server
-    server_rc=$?
-    server=
-}
-
 # Both ends: Start Key startup, version 0, CRC both ways.  Markers follow
 # the M bits: 1/1 when both sent a Start Key (M=1), else the Request's M.
 check_startkey() {  # WHAT
@@ -53,7 +35,7 @@ count=200
 for roles in "IWEMU_MPA_STARTUP=frames $sk" "$sk IWEMU_MPA_STARTUP=frames"; do
     set -- $roles
     senv=$1 cenv=$2
-    pair "$senv" "$cenv" rping -s -a $addr -p @PORT@ -C $count -S 4000 -V -- \
+    server_client_env "$senv" "$cenv" rping -s -a $addr -p @PORT@ -C $count -S 4000 -V -- \
         rping -c -a $addr -p @PORT@ -C $count -S 4000 -V -v
     client_rc=$(rping_rc client $client_rc "$dir/client.log")
     server_rc=$(rping_rc server $server_rc "$dir/server.log")
@@ -66,7 +48,7 @@ for roles in "IWEMU_MPA_STARTUP=frames $sk" "$sk IWEMU_MPA_STARTUP=frames"; do
     echo "rping -V, server $senv, client $cenv: $count pings verified after Start Keys"
 
     for t in ib_write_bw ib_read_bw ib_send_bw; do
-        pair "$senv" "$cenv" $t -R -p @PORT@ -n 200 -s 65536 -- $t -R -p @PORT@ -n 200 -s 65536 $addr
+        server_client_env "$senv" "$cenv" $t -R -p @PORT@ -n 200 -s 65536 -- $t -R -p @PORT@ -n 200 -s 65536 $addr
         row=$(grep -A1 "#bytes" "$dir/client.log" | tail -1)
         if [ "$client_rc" -ne 0 ] || [ "$server_rc" -ne 0 ] || ! [[ "$row" =~ ^\ *65536\ +200 ]]; then
             show "$dir/server.log" "$dir/client.log"
@@ -80,7 +62,7 @@ done
 # The server's IWEMU_CAPTURE of a Start Key connection: `iwemu decode` reads
 # both directions from their Start Keys through version-0 FPDUs with markers.
 if [ -n "$decode" ]; then
-    pair "IWEMU_CAPTURE=$dir/sk.pcapng" "$sk" rping -s -a $addr -p @PORT@ -C 3 -S 100 -V -- \
+    server_client_env "IWEMU_CAPTURE=$dir/sk.pcapng" "$sk" rping -s -a $addr -p @PORT@ -C 3 -S 100 -V -- \
         rping -c -a $addr -p @PORT@ -C 3 -S 100 -V -v
     "$decode" decode "$dir/sk.pcapng" > "$dir/decode.out" 2>&1
     rc=$?

@@ -101,3 +101,26 @@ perftest_pair() {
     server_client "$run" "$test" -p "$port" "${args[@]}" -- "$test" -p "$port" "${args[@]}" "$@" "$addr"
     result=$(grep -A1 "#bytes" "$dir/client.log" | tail -1)
 }
+
+# server_client_env SERVER_ENV CLIENT_ENV SERVER ARGV... -- CLIENT ARGV...:
+# like server_client, each side with its own environment (IWEMU_MPA_REV=0,
+# IWEMU_MPA_STARTUP=startkey, ...), both logging at debug; @PORT@ in either
+# argv becomes a free port.  Uses $run and $dir; sets $server while the
+# server runs, then client_rc and server_rc.
+server_client_env() {
+    local senv=$1 cenv=$2 sargv=()
+    shift 2
+    while [ "$1" != -- ]; do sargv+=("$1"); shift; done
+    shift
+    port=$(free_port) || fail "no free port"
+    # shellcheck disable=SC2086
+    env IWEMU_LOG=debug $senv timeout 60 "$run" "${sargv[@]/@PORT@/$port}" > "$dir/server.log" 2>&1 &
+    server=$!
+    wait_listen "$port" 20 $server || { show "$dir/server.log"; fail "server did not listen"; }
+    # shellcheck disable=SC2086
+    env IWEMU_LOG=debug $cenv timeout 50 "$run" "${@/@PORT@/$port}" > "$dir/client.log" 2>&1
+    client_rc=$?
+    wait $server
+    server_rc=$?
+    server=
+}
