@@ -10,7 +10,7 @@ here=$1 stream=$2
 command -v tshark >/dev/null 2>&1 || { echo "tshark not installed: skipped"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-python3 "$here/rev0_pcap.py" "$stream" "$dir/rev0.pcap" || exit 1
+python3 "$here/startup_pcap.py" rev0 "$stream" "$dir/rev0.pcap" || exit 1
 timeout 60 tshark -n -r "$dir/rev0.pcap" -O iwarp_mpa,iwarp_ddp_rdmap > "$dir/out" 2>&1
 fail=0
 for want in "Revision: 0" "Marker flag: True" "CRC flag: True" "ULPDU length: 42 bytes" \

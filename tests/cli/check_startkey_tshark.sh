@@ -13,7 +13,7 @@ here=$1 stream=$2
 command -v tshark >/dev/null 2>&1 || { echo "tshark not installed: skipped"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-python3 "$here/startkey_pcap.py" "$stream" "$dir/sk.pcap" || exit 1
+python3 "$here/startup_pcap.py" startkey "$stream" "$dir/sk.pcap" || exit 1
 timeout 60 tshark -n -r "$dir/sk.pcap" -O iwarp_mpa,iwarp_ddp_rdmap > "$dir/out" 2>&1
 fail=0
 [ "$(grep -c '^Data (16 bytes)' "$dir/out")" = 2 ] || { echo "FAIL: the two Start Keys are not shown as 16 undecoded octets each"; fail=1; }
