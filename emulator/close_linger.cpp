@@ -25,7 +25,7 @@
 
 #include "emulator/capture/stream_capture.h"
 #include "emulator/engine.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 

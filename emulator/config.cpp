@@ -9,7 +9,7 @@
 #include <variant>
 
 #include "emulator/faults/fault_rules.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/tcp_socket_tuning.h"
 
 namespace iwemu {

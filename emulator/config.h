@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "emulator/capture/stream_capture.h"
-#include "emulator/connection_params.h"
+#include "emulator/base/connection_params.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 
@@ -19,7 +20,6 @@ namespace iwemu {
 inline constexpr uint32_t rx_lookahead_min = 512;
 inline constexpr uint32_t rx_lookahead_max = 65536;
 
-enum class LogLevel : uint8_t { error = 0, warn = 1, info = 2, debug = 3 };
 
 // Whether the engine thread spins a while after work instead of sleeping in
 // epoll_wait at once.  idle_app: only while no application thread has made a

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "emulator/emulator.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

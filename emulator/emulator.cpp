@@ -20,7 +20,7 @@
 #include "emulator/capture/stream_capture.h"
 #include "emulator/engine.h"
 #include "emulator/faults/fault_injector.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/port_monitor.h"
 #include "emulator/qp_endpoint.h"
 

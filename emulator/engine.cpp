@@ -10,7 +10,7 @@
 #include <iterator>
 
 #include "emulator/emulator.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 

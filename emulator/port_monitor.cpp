@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 

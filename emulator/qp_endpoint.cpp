@@ -10,7 +10,7 @@
 
 #include "emulator/cm/oob_private_data.h"
 #include "emulator/emulator.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 namespace {

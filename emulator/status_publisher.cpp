@@ -8,7 +8,7 @@
 #include <cstring>
 #include <new>
 
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 namespace iwemu {
 

@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "emulator/emulator.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 #include "kmod-shim/ucma_abi.h"
 #include "kmod-shim/ucma_address.h"
 #include "kmod-shim/ucma_events.h"

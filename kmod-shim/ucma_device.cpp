@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "kmod-shim/ucma_abi.h"
 #include "kmod-shim/ucma_cm_link.h"
 #include "kmod-shim/ucma_commands.h"

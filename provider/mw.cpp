@@ -1,7 +1,7 @@
 // Memory windows: ibv_alloc_mw, ibv_dealloc_mw, ibv_bind_mw (type 1), and
 // the conversion of a bind work request (IBV_WR_BIND_MW, and ibv_qp_ex's
 // wr_bind_mw) into the emulator's MwBind.  Binding happens in the emulator
-// when the QP's send queue reaches the WR (emulator/memory_window.cpp).
+// when the QP's send queue reaches the WR (emulator/qp/memory_window.cpp).
 #include <cstdlib>
 
 #include "provider/abi_guard.h"

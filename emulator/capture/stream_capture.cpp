@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "emulator/faults/fault_injector.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/wire/capture_framing.h"
 #include "emulator/wire/pcapng.h"
 #include "emulator/wire/tcp_frame.h"

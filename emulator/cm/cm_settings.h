@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "emulator/connection_params.h"
+#include "emulator/base/connection_params.h"
 
 namespace iwemu::cm {
 
@@ -27,7 +27,7 @@ struct RtrTypes {
     // Order in which an end picks among the types both allow (the Initiator
     // from the Reply, the Responder from the Request).  D first: its
     // Response shows the Initiator that the Responder reads its stream
-    // (emulator/first_fpdus.cpp); then decision 8's C, B.
+    // (emulator/qp/first_fpdus.cpp); then decision 8's C, B.
     std::array<RtrType, 3> preference{RtrType::zero_length_read, RtrType::zero_length_write,
                                       RtrType::zero_length_send};
 

@@ -23,7 +23,7 @@
 #include "emulator/cm/startup_state.h"
 #include "emulator/cm/tcp_socket.h"
 #include "emulator/faults/fault_injector.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/wire/fpdu.h"
 #include "emulator/wire/start_key.h"
 #include "emulator/wire/terminate_message.h"

@@ -1,6 +1,6 @@
 // Connection setup over TCP: listen / connect / accept / reject / disconnect
 // with MPA startup (RFC 5044 §7.1, RFC 6581, the seed-002 Rtr mode) and the
-// hand-off of the negotiated socket to a QP (emulator/connection_params.h).
+// hand-off of the negotiated socket to a QP (emulator/base/connection_params.h).
 //
 // This is the emulator's iw_cm + the connection half of a provider's CM: the
 // rdma_cm emulation (kmod-shim) drives it, a QP receives the socket.
@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "emulator/cm/cm_settings.h"
-#include "emulator/connection_params.h"
+#include "emulator/base/connection_params.h"
 #include "emulator/wire/terminate_codes.h"
 
 namespace iwemu::cm {

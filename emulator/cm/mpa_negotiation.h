@@ -37,7 +37,7 @@
 #include <string_view>
 
 #include "emulator/cm/cm_settings.h"
-#include "emulator/connection_params.h"
+#include "emulator/base/connection_params.h"
 #include "emulator/wire/mpa_frame.h"
 #include "emulator/wire/terminate_codes.h"
 

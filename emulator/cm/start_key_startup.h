@@ -23,7 +23,7 @@
 #include <cstdint>
 
 #include "emulator/cm/cm_settings.h"
-#include "emulator/connection_params.h"
+#include "emulator/base/connection_params.h"
 #include "emulator/wire/start_key.h"
 
 namespace iwemu::cm {

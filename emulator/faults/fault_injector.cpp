@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "emulator/faults/fault_rules.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/status_publisher.h"
 #include "emulator/wire/capture_framing.h"
 #include "emulator/wire/crc32c.h"

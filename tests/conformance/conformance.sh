@@ -320,7 +320,7 @@ case $p2p:${rtr%%,*} in
 1:write) rtr_w=1 ;; 1:read) rtr_r=1 ;; 1:send) rtr_s=1 ;;
 esac
 # An Initiator that cannot tell yet whether the peer read its first FPDUs
-# follows them with up to 4 zero-length Writes (emulator/first_fpdus.cpp):
+# follows them with up to 4 zero-length Writes (emulator/qp/first_fpdus.cpp):
 # without a Read RTR always, with one when its Response takes longer than the
 # first wake-up delay (2 ms; CI met it on a loaded host).
 wake=4

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Our FIN waits close_grace_ms after the peer's last message, also when the
-# process exits right after it (emulator/fin_grace.cpp, docs/interop.md §8):
+# process exits right after it (emulator/qp/fin_grace.cpp, docs/interop.md §8):
 # perftest destroys its control QP and exits about a millisecond after the
 # peer's last Send of its closing exchange, and a FIN that soon makes Linux
 # siw fail that Send although it arrived.

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "emulator/atomic_ops.h"
+#include "emulator/qp/atomic_ops.h"
 #include "tests/emulator/qp_loopback_fixture.h"
 
 namespace iwemu::test {

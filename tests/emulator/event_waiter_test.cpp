@@ -1,5 +1,5 @@
 // A thread that blocks for a completion event receives itself
-// (emulator/rx_event_waiter.cpp): Emulator::wait_channel takes the read
+// (emulator/qp/rx_event_waiter.cpp): Emulator::wait_channel takes the read
 // interest of the QPs feeding the channel, runs their receive path in the
 // waiting thread, returns the event that thread produced (not written to
 // the channel) or tells that the channel has one, and hands the sockets back

@@ -1,5 +1,5 @@
 // A graceful close's FIN waits Config::close_grace_ms after the peer's last
-// message (emulator/fin_grace.cpp): Linux siw fails a Send it has already
+// message (emulator/qp/fin_grace.cpp): Linux siw fails a Send it has already
 // sent when our FIN is processed before its TX thread finished with it.
 #include "qp_loopback_fixture.h"
 

@@ -1,4 +1,4 @@
-// The first FPDUs of a connection (emulator/first_fpdus.cpp): a Responder's
+// The first FPDUs of a connection (emulator/qp/first_fpdus.cpp): a Responder's
 // bounded wait for the Initiator, and the zero-length Writes that wake a
 // peer whose receive callback missed our first FPDUs (Linux siw).
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-// Memory windows (emulator/memory_window.cpp): the STag table's checks of a
+// Memory windows (emulator/qp/memory_window.cpp): the STag table's checks of a
 // bind and of an access through a window, then binds as work requests on a
 // connected QP -- remote Write and Read through a window, every bind error
 // (mw_bind_err, QP in ERR, Terminate to the peer), the state a bind needs,

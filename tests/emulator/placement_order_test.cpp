@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "emulator/placement_copy.h"
+#include "emulator/qp/placement_copy.h"
 #include "tests/emulator/qp_loopback_fixture.h"
 
 #if defined(__SANITIZE_THREAD__)

@@ -1,4 +1,4 @@
-// Poll ownership of the receive path (emulator/rx_poll_owner.cpp): a thread
+// Poll ownership of the receive path (emulator/qp/rx_poll_owner.cpp): a thread
 // that keeps polling an empty CQ takes EPOLLIN away from the engine thread
 // and reads arriving FPDUs itself; the engine gets the receive path back on
 // req_notify, when the polls stop (lease), and for a QP that stays quiet, so

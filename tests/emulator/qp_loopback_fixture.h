@@ -2,7 +2,7 @@
 // have) whose QPs are joined by a real loopback TCP connection, optionally
 // through a re-segmenting proxy.  MPA startup is the CM's job: here both QPs
 // get matching ConnectionParams directly, which is exactly the hand-off
-// contract (emulator/connection_params.h).
+// contract (emulator/base/connection_params.h).
 #pragma once
 
 #include <arpa/inet.h>

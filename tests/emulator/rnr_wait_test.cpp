@@ -1,4 +1,4 @@
-// The RNR wait (emulator/rx_rnr_wait.cpp): a Send that finds no receive
+// The RNR wait (emulator/qp/rx_rnr_wait.cpp): a Send that finds no receive
 // posted stalls the stream until one is posted (RQ or SRQ), for at most
 // rnr_wait_ms; then the Terminate DDP 1/2/0x02 goes out as without the wait.
 // Two emulators over loopback TCP, as every component test.

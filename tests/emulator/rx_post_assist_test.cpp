@@ -1,5 +1,5 @@
 // A thread that keeps posting runs the receive path the engine thread left
-// idle (emulator/rx_post_assist.cpp): the peer's RDMA Write into its memory
+// idle (emulator/qp/rx_post_assist.cpp): the peer's RDMA Write into its memory
 // is placed while it posts, even when the engine never reads the socket
 // (Config::engine_receives false stands for an engine that gets no CPU).
 #include <chrono>

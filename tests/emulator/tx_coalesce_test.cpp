@@ -1,5 +1,5 @@
 // Posted work requests and the send backlog (key tx_coalesce,
-// IWEMU_TX_COALESCE; emulator/tx_coalesce.cpp).  The rule: a posted work
+// IWEMU_TX_COALESCE; emulator/qp/tx_coalesce.cpp).  The rule: a posted work
 // request never waits for an event that may not come.  Every post leaves
 // within its own ibv_post_send, also in a burst the application follows
 // with no verbs call at all (spinning on memory) or with a sleep on a CQ it

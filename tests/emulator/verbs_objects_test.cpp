@@ -4,7 +4,7 @@
 // configuration parsing.
 #include <sys/mman.h>
 
-#include "emulator/qp_state.h"
+#include "emulator/qp/qp_state.h"
 #include "tests/emulator/qp_loopback_fixture.h"
 
 namespace iwemu::test {

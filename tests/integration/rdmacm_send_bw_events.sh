@@ -23,7 +23,7 @@
 # the window is rx_depth = iters): that was iwemu's, when the client's engine
 # thread waited for the send lock of the QP the client posted on for a whole
 # run, holding the receive lock, and the client, always posting, never
-# received itself (1 run in ~150 under load; emulator/rx_post_assist.cpp,
+# received itself (1 run in ~150 under load; emulator/qp/rx_post_assist.cpp,
 # QueuePair::on_timer).
 #
 # usage: rdmacm_send_bw_events.sh IWEMU_RUN [ITERS]   (ITERS >= 4000)

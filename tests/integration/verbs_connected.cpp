@@ -237,7 +237,7 @@ int main()
 
     // 4d. Blocking waits: each side's thread sleeps in ibv_get_cq_event with
     //     nothing queued (the shim lets that thread receive itself,
-    //     emulator/rx_event_waiter.cpp) through a SEND ping-pong, while a
+    //     emulator/qp/rx_event_waiter.cpp) through a SEND ping-pong, while a
     //     SIGALRM handler installed with SA_RESTART fires every 2 ms: like
     //     read(), the wait restarts.
     {

@@ -42,7 +42,7 @@ void check_identity(ibv_context* ctx)
     CHECK(dev.phys_port_cnt == 1);
     CHECK(dev.max_qp_rd_atom >= 1 && dev.max_qp_rd_atom <= 255);  // librdmacm stores uint8
     CHECK(dev.max_qp_init_rd_atom >= 1 && dev.max_qp_init_rd_atom <= 255);
-    CHECK(dev.atomic_cap == IBV_ATOMIC_HCA);  // RFC 7306 atomics (emulator/atomics.cpp)
+    CHECK(dev.atomic_cap == IBV_ATOMIC_HCA);  // RFC 7306 atomics (emulator/qp/atomics.cpp)
     CHECK(dev.node_guid == ibv_get_device_guid(ctx->device));
     CHECK(ctx->device->transport_type == IBV_TRANSPORT_IWARP);
     CHECK(ctx->device->node_type == IBV_NODE_RNIC);

@@ -68,7 +68,7 @@ not_applicable_skips = {
 # assertRaisesRegex(..., 'Remote access error'), only with the target
 # unchanged (one old octet throughout): a Write placed late or torn is no
 # longer forgiven (both ends in one process: a Write's completion implies
-# its placement, emulator/local_peer.cpp).
+# its placement, emulator/qp/local_peer.cpp).
 def write_refused(name, source="tests/test_mr.py"):
     try:
         lines = open(source).read().splitlines()

@@ -24,7 +24,7 @@
 
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

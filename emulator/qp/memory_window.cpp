@@ -24,9 +24,9 @@
 #include <thread>
 
 #include "emulator/emulator.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/pd.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 #include "emulator/stag_table.h"
 
 namespace iwemu {

@@ -19,7 +19,7 @@
 
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

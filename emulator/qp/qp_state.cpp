@@ -1,4 +1,4 @@
-#include "emulator/qp_state.h"
+#include "emulator/qp/qp_state.h"
 
 #include <cerrno>
 

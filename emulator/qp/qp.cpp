@@ -1,6 +1,6 @@
 // QueuePair: creation, verbs (modify/query/post), connection hand-off and
 // teardown, flushing.  The data path lives in tx_engine.cpp / rx_engine.cpp.
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,8 +18,8 @@
 #include "emulator/cq.h"
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
-#include "emulator/local_peer.h"
-#include "emulator/log.h"
+#include "emulator/qp/local_peer.h"
+#include "emulator/base/log.h"
 #include "emulator/pd.h"
 #include "emulator/srq.h"
 #include "emulator/tcp_socket_tuning.h"

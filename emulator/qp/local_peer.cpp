@@ -17,7 +17,7 @@
 // Cost elsewhere: a QP whose peer is not here is never paired; its TX path
 // adds the sent octets to a counter, its RX path the read ones; a CQ none
 // of whose QPs was ever paired tests one flag per poll that returns.
-#include "emulator/local_peer.h"
+#include "emulator/qp/local_peer.h"
 
 #include <netinet/in.h>
 #include <sched.h>
@@ -26,8 +26,8 @@
 #include <cstring>
 
 #include "emulator/cq.h"
-#include "emulator/log.h"
-#include "emulator/qp.h"
+#include "emulator/base/log.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

@@ -1,4 +1,4 @@
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 
 #include <cstdio>
 #include <unistd.h>

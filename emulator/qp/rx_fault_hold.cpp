@@ -15,8 +15,8 @@
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/faults/fault_injector.h"
-#include "emulator/log.h"
-#include "emulator/qp.h"
+#include "emulator/base/log.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

@@ -24,9 +24,9 @@
 #include <new>
 
 #include "emulator/emulator.h"
-#include "emulator/log.h"
+#include "emulator/base/log.h"
 #include "emulator/odp_memory.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 #include "emulator/stack_batch.h"
 #include "emulator/wire/ddp_header.h"
 #include "emulator/wire/rdmap_message.h"

@@ -32,8 +32,8 @@
 
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
-#include "emulator/log.h"
-#include "emulator/qp.h"
+#include "emulator/base/log.h"
+#include "emulator/qp/qp.h"
 #include "emulator/thread_cpu_state.h"
 
 namespace iwemu {

@@ -4,10 +4,11 @@
 
 #include <atomic>
 #include <cstdarg>
-
-#include "emulator/config.h"
+#include <cstdint>
 
 namespace iwemu {
+
+enum class LogLevel : uint8_t { error = 0, warn = 1, info = 2, debug = 3 };
 
 extern std::atomic<int> g_log_level;
 

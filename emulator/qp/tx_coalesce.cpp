@@ -19,7 +19,7 @@
 // burst to the engine thread at once instead cost milliseconds whenever
 // that thread waited for a CPU (docs/performance.md, fifteenth session).
 #include "emulator/emulator.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

@@ -31,10 +31,10 @@
 #include <utility>
 #include <vector>
 
-#include "emulator/atomic_ops.h"
+#include "emulator/qp/atomic_ops.h"
 #include "emulator/config.h"
-#include "emulator/connection_params.h"
-#include "emulator/qp_state.h"
+#include "emulator/base/connection_params.h"
+#include "emulator/qp/qp_state.h"
 #include "emulator/recv_queue.h"
 #include "emulator/stag_table.h"
 #include "emulator/qp_counters.h"

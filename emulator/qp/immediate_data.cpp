@@ -22,7 +22,7 @@
 // buffer.  A Send followed by Immediate Data consumes two receive WQEs where
 // verbs consumes one, and a lone Immediate Data cannot be told apart from the
 // tail of a Write with Immediate at the receiver.
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 #include "emulator/wire/immediate_data.h"
 
 namespace iwemu {

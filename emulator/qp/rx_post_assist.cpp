@@ -18,7 +18,7 @@
 // than that, so the look costs a counter compare and, now and then, a clock
 // read; a QP that receives nothing pays one recv() a millisecond at most.
 #include "emulator/cq.h"
-#include "emulator/qp.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

@@ -28,8 +28,8 @@
 
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
-#include "emulator/log.h"
-#include "emulator/qp.h"
+#include "emulator/base/log.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 

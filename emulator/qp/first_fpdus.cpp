@@ -32,8 +32,8 @@
 // when that takes longer than the first delay (a loaded host).
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
-#include "emulator/log.h"
-#include "emulator/qp.h"
+#include "emulator/base/log.h"
+#include "emulator/qp/qp.h"
 
 namespace iwemu {
 
