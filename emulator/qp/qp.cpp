@@ -432,7 +432,8 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         rx_send_active_ = false;
         rx_write_len_ = 0;
         rx_write_open_ = false;
-        rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
+        rx_rnr_parked_ = false;
+        rx_owner_.apply(RxOwnership::PauseEvent::reset);
         tx_stream_offset_ = 0;
         slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
         slot_sent_bytes_ = batch_bytes_ = 0;
@@ -577,7 +578,8 @@ void QueuePair::drop_connection_locked()
     closing_ = true;
     fin_sent_ = true;
     close_socket_locked(true);
-    rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
+    rx_rnr_parked_ = false;
+    rx_owner_.apply(RxOwnership::PauseEvent::reset);
     if (rx_mr_) {
         StagTable::release(rx_mr_);
         rx_mr_ = nullptr;

@@ -35,6 +35,7 @@
 #include "emulator/config.h"
 #include "emulator/base/connection_params.h"
 #include "emulator/qp/qp_state.h"
+#include "emulator/qp/rx_ownership.h"
 #include "emulator/recv_queue.h"
 #include "emulator/stag_table.h"
 #include "emulator/qp_counters.h"
@@ -153,11 +154,9 @@ public:
     // round (no engine wake-up needed), but not one TCP pushed back: that
     // waits for EPOLLOUT.
     void try_tx_progress();
-    // A posting thread looks every rx_assist_every_posts posts whether the
-    // receive path read the socket; after rx_assist_after_ns without a read
-    // it runs a pass itself (rx_post_assist.cpp).
-    static constexpr uint32_t rx_assist_every_posts = 32;
-    static constexpr int64_t rx_assist_after_ns = 1'000'000;
+    // A posting thread looks every RxOwnership::assist_every_posts posts
+    // whether the receive path read the socket; after assist_after_ns
+    // without a read it runs a pass itself (rx_post_assist.cpp).
     // Drive the send path (EPOLLOUT).
     void tx_progress();
     // Engine timer (Engine::schedule_timer): a parked receiver's deadline,
@@ -187,9 +186,9 @@ public:
     void poll_take_rx(int64_t now_ns);  // an empty poll found nothing (`now_ns`: the poller's clock)
     void poll_return_rx();        // poller, CQ arm, or the engine's lease check
     void poll_lease_tick();       // engine thread, once per lease tick: hand back if nobody polled
-    bool rx_poll_owned() const { return rx_poll_owned_.load(std::memory_order_relaxed); }
+    bool rx_poll_owned() const { return rx_owner_.owned(); }
     // Whether an empty poll should read this QP's socket.  Not once it has
-    // stayed quiet for poll_quiet_visits empty polls and poll_quiet_ns: a
+    // stayed quiet for RxOwnership::quiet_visits empty polls and quiet_ns: a
     // sender whose peer never answers, or the idle rdma_cm QP beside the
     // test QP, would cost a read() per poll.  The engine receives for a
     // quiet QP; its first FPDU makes it wanted again.  `now_ns`: the poller's clock.
@@ -205,8 +204,6 @@ public:
     int wait_take_rx();
     // The socket a waiter may keep sleeping on (-1: stop watching it).
     int wait_socket() const;
-    static constexpr uint32_t poll_quiet_visits = 256;
-    static constexpr int64_t poll_quiet_ns = 1'000'000;
 
     // ---- a peer QP in this process (local_peer.cpp) --------------------------
     // On loopback an RDMA Write completes at the sender once TCP took it, but
@@ -329,8 +326,8 @@ private:
     void set_epollout_locked(bool on);
     int waitable_socket_locked() const;       // rx_event_waiter.cpp
     void poll_release_rx_locked();            // rx_poll_owner.cpp: hand EPOLLIN back
-    // sq_lock_: the socket's epoll interest from peer_fin_, rx_read_paused_,
-    // rx_poll_owned_ and epollout_.
+    // sq_lock_: the socket's epoll interest, RxOwnership::engine_events of
+    // rx_owner_, peer_fin_ and epollout_.
     void apply_epoll_interest_locked();
     int set_engine_events_locked(uint32_t events);
     uint32_t engine_read_interest() const;
@@ -443,6 +440,10 @@ private:
     // rx_post_assist.cpp: has the receive path been idle so long that this
     // posting thread should run it?
     bool rx_assist_due_locked();
+    void rx_pause_locked(RxOwnership::PauseEvent ev)  // sq_lock_
+    {
+        if (rx_owner_.apply(ev)) apply_epoll_interest_locked();
+    }
 
     Emulator& emu_;
     const uint32_t qp_num_;
@@ -479,10 +480,6 @@ private:
     // The socket refused more (EAGAIN or a partial write): only the
     // engine's EPOLLOUT, not a polling thread, tries again.
     std::atomic<bool> tx_window_closed_{false};
-    // rx_post_assist.cpp (sq_lock_)
-    uint32_t rx_assist_posts_ = 0;       // posts since the last look
-    uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
-    int64_t rx_assist_since_ns_ = 0;     // ... and when
     bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
     // ... or until this time (client/server mode; first_fpdus.cpp)
     std::optional<std::chrono::steady_clock::time_point> tx_gate_deadline_;
@@ -604,25 +601,11 @@ private:
     bool rx_rnr_parked_ = false;
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
     bool rq_rnr_waiter_ = false;       // rq_lock_: post_recv must kick the parked receiver
-    bool rx_read_paused_ = false;      // sq_lock_: no EPOLLIN while parked (apply_epoll_interest_locked)
-    bool rx_rnr_fin_heard_ = false;    // sq_lock_: parked with the peer's FIN behind: no EPOLLRDHUP either
-    // Poll ownership: changed under sq_lock_ (it decides EPOLLIN), read without.
-    std::atomic<bool> rx_poll_owned_{false};
-    std::atomic<uint32_t> rx_poll_count_{0};  // empty polls while owned
     bool rx_fault_held_ = false;  // rx_lock_: parked by a fault rule (rx_fault_hold.cpp)
-    uint32_t rx_poll_count_seen_ = 0;         // engine thread: the count at the last lease tick
-    uint64_t cq_polls_seen_ = 0;              // engine thread: its CQs' poll calls at the last lease tick
-    std::atomic<pid_t> rx_poller_tid_{0};     // the thread whose poll took the receive path
-    // Engine thread: lease ticks in a row without a poll, and the poller's
-    // run time and the clock at the first of them (poller_waits_for_cpu).
-    uint32_t lease_quiet_ticks_ = 0;
-    int64_t lease_on_cpu_seen_ns_ = 0;
-    int64_t lease_sample_ns_ = 0;
-    bool poller_waits_for_cpu();
-    // Quiet detection (poll_rx_wanted), by any polling thread.
-    std::atomic<uint64_t> poll_fpdus_seen_{0};
-    std::atomic<uint32_t> poll_empty_visits_{0};
-    std::atomic<int64_t> poll_quiet_since_ns_{0};
+    // Who reads the socket, and whether it is paused (rx_ownership.h):
+    // changed under sq_lock_ (it decides the epoll interest), the reader
+    // read without.
+    RxOwnership rx_owner_;
     MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
     // RFC 7306 (immediate_data.cpp)

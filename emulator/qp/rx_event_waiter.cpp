@@ -56,11 +56,11 @@ bool QueuePair::feeds_channel(int channel_fd) const
 }
 
 // sq_lock_ held: the socket, unless the engine's rule applies (closed, EOF
-// read, RNR-parked).
+// read, paused: RxOwnership::waiter_may_read).
 int QueuePair::waitable_socket_locked() const
 {
     const int fd = fd_.load(std::memory_order_relaxed);
-    if (fd < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_ || rx_read_paused_) return -1;
+    if (fd < 0 || destroyed_ || !rx_owner_.waiter_may_read(peer_fin_.load(std::memory_order_relaxed))) return -1;
     return fd;
 }
 
@@ -68,11 +68,8 @@ int QueuePair::wait_take_rx()
 {
     std::lock_guard<std::mutex> g(sq_lock_);
     const int fd = waitable_socket_locked();
-    if (fd >= 0 && !rx_poll_owned_.load(std::memory_order_relaxed)) {
-        // No lease (poll_owner_add): the waiter hands it back itself.
-        rx_poll_owned_.store(true, std::memory_order_relaxed);
-        apply_epoll_interest_locked();
-    }
+    // No lease (poll_owner_add): the waiter hands it back itself.
+    if (fd >= 0 && rx_owner_.apply(RxOwnership::ReaderEvent::waiter_sleeps)) apply_epoll_interest_locked();
     return fd;
 }
 

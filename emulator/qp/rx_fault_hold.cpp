@@ -3,7 +3,7 @@
 //
 // Parked the way the RNR wait parks (rx_rnr_wait.cpp): no EPOLLIN (level-
 // triggered, it would spin), the engine's timer at the hold's end, event
-// waiters leave the socket to the engine (rx_read_paused_).  Nothing waits
+// waiters leave the socket to the engine (RxOwnership::Pause::fault).  Nothing waits
 // for an event that may never come: the timer runs the receive path again
 // whatever the peer does.  The peer's FIN or RST during the hold ends it
 // (EPOLLRDHUP stays armed and would otherwise spin): the stream is over,
@@ -36,16 +36,15 @@ bool QueuePair::rx_fault_hold_locked(int fd)
             rx_fault_held_ = false;
             IWEMU_LOG(debug, "qp %u: fault hold over: reading again", qp_num_);
             std::lock_guard<std::mutex> g(sq_lock_);
-            if (!rx_rnr_parked_) rx_read_paused_ = false;
-            apply_epoll_interest_locked();
+            rx_pause_locked(rx_rnr_parked_ ? RxOwnership::PauseEvent::fault_over_rnr
+                                           : RxOwnership::PauseEvent::fault_over);
         }
         return false;
     }
     if (!rx_fault_held_) {
         rx_fault_held_ = true;
         std::lock_guard<std::mutex> g(sq_lock_);
-        rx_read_paused_ = true;
-        apply_epoll_interest_locked();
+        rx_pause_locked(RxOwnership::PauseEvent::fault_hold);
     }
     emu_.engine().schedule_timer(qp_num_, *until);
     return true;

@@ -25,15 +25,14 @@
 // and the application's answer.
 // While owned the socket is in no epoll set unless the engine still needs
 // it for EPOLLOUT (a send backlog) or an RNR-parked receiver's EPOLLRDHUP
-// (apply_epoll_interest_locked): the poller's recv() sees data, FIN and
+// (RxOwnership::engine_events): the poller's recv() sees data, FIN and
 // errors itself, and a registered socket costs every message an epoll
 // callback in the peer's sendmsg().
-#include <utility>
-
 #include "emulator/emulator.h"
 #include "emulator/engine.h"
 #include "emulator/base/log.h"
 #include "emulator/qp/qp.h"
+#include "emulator/qp/rx_ownership.h"
 #include "emulator/thread_cpu_state.h"
 
 namespace iwemu {
@@ -41,9 +40,8 @@ namespace iwemu {
 void QueuePair::poll_take_rx(int64_t now_ns)
 {
     if (poll_rx_quiet(now_ns)) return;  // stays with the engine (poll_rx_wanted handed it back)
-    if (rx_poll_owned_.load(std::memory_order_relaxed)) {
-        // Any change tells the lease check the poller is still there.
-        rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (rx_owner_.owned()) {
+        rx_owner_.note_poll();  // any change tells the lease check the poller is still there
         return;
     }
     // Nothing is taken while the application sleeps on an armed CQ, nor soon
@@ -54,8 +52,8 @@ void QueuePair::poll_take_rx(int64_t now_ns)
     if (!g.owns_lock()) return;  // busy: the next empty poll tries again
     if (fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed) || destroyed_)
         return;
-    rx_poll_owned_.store(true, std::memory_order_relaxed);
-    rx_poller_tid_.store(current_tid(), std::memory_order_relaxed);
+    rx_owner_.apply(RxOwnership::ReaderEvent::poll_found_nothing);
+    rx_owner_.set_poller(current_tid());
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_add(qp_num_);
     IWEMU_LOG(debug, "qp %u: a polling thread takes the receive path", qp_num_);
@@ -63,38 +61,26 @@ void QueuePair::poll_take_rx(int64_t now_ns)
 
 void QueuePair::poll_return_rx()
 {
-    if (!rx_poll_owned_.load(std::memory_order_relaxed)) return;
+    if (!rx_owner_.owned()) return;
     std::lock_guard<std::mutex> g(sq_lock_);
-    if (rx_poll_owned_.load(std::memory_order_relaxed)) poll_release_rx_locked();
+    if (rx_owner_.owned()) poll_release_rx_locked();
 }
 
 // sq_lock_ held, owned: the engine reads again.  Level-triggered EPOLLIN
 // wakes it at once for octets that arrived meanwhile.
 void QueuePair::poll_release_rx_locked()
 {
-    rx_poll_owned_.store(false, std::memory_order_relaxed);
+    rx_owner_.apply(RxOwnership::ReaderEvent::hand_back);
     apply_epoll_interest_locked();
     emu_.engine().poll_owner_remove(qp_num_);
 }
 
 bool QueuePair::poll_rx_wanted(int64_t now_ns)
 {
-    bool wanted = true;
-    const uint64_t fpdus = counters_.rx_fpdus.load(std::memory_order_relaxed);
-    if (fpdus != poll_fpdus_seen_.load(std::memory_order_relaxed)) {
-        poll_fpdus_seen_.store(fpdus, std::memory_order_relaxed);
-        poll_empty_visits_.store(0, std::memory_order_relaxed);
-    } else if (poll_rx_quiet(now_ns)) {
-        wanted = false;
-    } else {
-        const uint32_t visits = poll_empty_visits_.load(std::memory_order_relaxed);
-        if (visits == 0) poll_quiet_since_ns_.store(now_ns, std::memory_order_relaxed);
-        if (visits < poll_quiet_visits) poll_empty_visits_.store(visits + 1, std::memory_order_relaxed);
-    }
-    if (rx_poll_owned_.load(std::memory_order_relaxed)) {
+    const bool wanted = rx_owner_.poll_wanted(counters_.rx_fpdus.load(std::memory_order_relaxed), now_ns);
+    if (rx_owner_.owned()) {
         if (wanted) {
-            // Driven by a poller: the lease holds, however long its polls take.
-            rx_poll_count_.store(rx_poll_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            rx_owner_.note_poll();  // driven by a poller: the lease holds, however long its polls take
         } else {
             poll_return_rx();  // quiet: nobody would read it, so the engine must
         }
@@ -104,16 +90,14 @@ bool QueuePair::poll_rx_wanted(int64_t now_ns)
 
 bool QueuePair::poll_rx_quiet(int64_t now_ns) const
 {
-    return poll_empty_visits_.load(std::memory_order_relaxed) >= poll_quiet_visits &&
-           now_ns - poll_quiet_since_ns_.load(std::memory_order_relaxed) >= poll_quiet_ns &&
-           counters_.rx_fpdus.load(std::memory_order_relaxed) == poll_fpdus_seen_.load(std::memory_order_relaxed);
+    return rx_owner_.quiet(counters_.rx_fpdus.load(std::memory_order_relaxed), now_ns);
 }
 
 void QueuePair::poll_lease_tick()
 {
     std::unique_lock<std::mutex> g(sq_lock_);
-    if (!rx_poll_owned_.load(std::memory_order_relaxed) || destroyed_) {
-        emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number
+    if (rx_owner_.reader() != RxOwnership::Reader::poller || destroyed_) {
+        emu_.engine().poll_owner_remove(qp_num_);  // an entry of an earlier QP with this number, or handed back
         return;
     }
     // The poller is there while it polls, empty or not: its empty polls
@@ -121,53 +105,25 @@ void QueuePair::poll_lease_tick()
     // CQs outlive the QP until destroy_qp returns, which sets destroyed_
     // under sq_lock_.)
     auto polls_now = [this] {
-        return std::pair{rx_poll_count_.load(std::memory_order_relaxed),
-                         (init_.send_cq ? init_.send_cq->poll_calls() : 0) +
-                             (init_.recv_cq ? init_.recv_cq->poll_calls() : 0)};
+        return rx_owner_.poll_counts((init_.send_cq ? init_.send_cq->poll_calls() : 0) +
+                                     (init_.recv_cq ? init_.recv_cq->poll_calls() : 0));
     };
-    const auto [polls, cq_polls] = polls_now();
-    const bool lapsed = polls == rx_poll_count_seen_ && cq_polls == cq_polls_seen_;
-    rx_poll_count_seen_ = polls;
-    cq_polls_seen_ = cq_polls;
-    if (!lapsed) {
-        lease_quiet_ticks_ = 0;
-        return;
-    }
+    const RxOwnership::PollCounts polls = polls_now();
+    if (!rx_owner_.lease_quiet_tick(polls)) return;
     // Look at the poller without sq_lock_: a poller about to post a work
     // request would sleep on it, and look as if it had walked away.
     g.unlock();
-    const bool waits = poller_waits_for_cpu();
+    const bool waits =
+        rx_owner_.poller_waits_for_cpu(thread_cpu_state(rx_owner_.poller()), CompletionQueue::now_ns());
     g.lock();
-    if (!rx_poll_owned_.load(std::memory_order_relaxed) || destroyed_) return;
-    if (waits || polls_now() != std::pair{polls, cq_polls}) return;  // still there
-    lease_quiet_ticks_ = 0;
+    if (rx_owner_.reader() != RxOwnership::Reader::poller || destroyed_) return;
+    if (waits || !(polls_now() == polls)) return;  // still there
+    rx_owner_.lease_lapsed();
     count(counters_.rx_poll_lease_lapses);
     IWEMU_LOG(debug, "qp %u: poll lease lapsed: the engine receives again", qp_num_);
     poll_release_rx_locked();
     if (init_.send_cq) init_.send_cq->note_lease_lapse();
     if (init_.recv_cq) init_.recv_cq->note_lease_lapse();
-}
-
-// A tick without a poll: the poller walked away, or it was preempted
-// (another busy thread on its CPU, vCPU contention) and polls again as soon
-// as it runs.  Handing back then would cost it the receive path for
-// lapse_backoff_ns.  A poller that sleeps has walked away; a runnable one
-// whose run time stands still since the first quiet tick waits for its CPU,
-// though for max_wait_ticks at most; one that runs does so elsewhere, and
-// its run time shows that at the next tick.
-bool QueuePair::poller_waits_for_cpu()
-{
-    constexpr uint32_t max_wait_ticks = 20;
-    const std::optional<ThreadCpuState> st = thread_cpu_state(rx_poller_tid_.load(std::memory_order_relaxed));
-    if (!st || !st->runnable) return false;  // gone, asleep, or no account kept
-    const int64_t now = CompletionQueue::now_ns();
-    if (lease_quiet_ticks_++ == 0) {
-        lease_on_cpu_seen_ns_ = st->on_cpu_ns;
-        lease_sample_ns_ = now;
-        return true;
-    }
-    const int64_t ran = st->on_cpu_ns - lease_on_cpu_seen_ns_;
-    return 2 * ran < now - lease_sample_ns_ && lease_quiet_ticks_ <= max_wait_ticks;
 }
 
 }  // namespace iwemu

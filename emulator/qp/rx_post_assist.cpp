@@ -12,11 +12,12 @@
 // client read a credit of 0 for a whole run, stopped one message short and
 // slept for a completion that could never come.
 //
-// So every rx_assist_every_posts posts the posting thread looks whether any
-// receive pass read the socket since its last look; after rx_assist_after_ns
-// without one it runs a pass itself.  A healthy engine reads far more often
-// than that, so the look costs a counter compare and, now and then, a clock
-// read; a QP that receives nothing pays one recv() a millisecond at most.
+// So every RxOwnership::assist_every_posts posts the posting thread looks
+// whether any receive pass read the socket since its last look; after
+// assist_after_ns without one it runs a pass itself.  A healthy engine
+// reads far more often than that, so the look costs a counter compare and,
+// now and then, a clock read; a QP that receives nothing pays one recv() a
+// millisecond at most.
 #include "emulator/cq.h"
 #include "emulator/qp/qp.h"
 
@@ -24,18 +25,8 @@ namespace iwemu {
 
 bool QueuePair::rx_assist_due_locked()
 {
-    if (++rx_assist_posts_ < rx_assist_every_posts) return false;
-    rx_assist_posts_ = 0;
-    const uint64_t reads = counters_.rx_syscalls.load(std::memory_order_relaxed);
-    const int64_t now = CompletionQueue::now_ns();
-    if (reads != rx_assist_reads_seen_ || rx_assist_since_ns_ == 0) {
-        rx_assist_reads_seen_ = reads;
-        rx_assist_since_ns_ = now;
-        return false;
-    }
-    if (now - rx_assist_since_ns_ < rx_assist_after_ns) return false;
-    rx_assist_since_ns_ = now;  // at most one pass per rx_assist_after_ns if it reads nothing
-    return true;
+    return rx_owner_.assist_look_due() &&
+           rx_owner_.assist_due(counters_.rx_syscalls.load(std::memory_order_relaxed), CompletionQueue::now_ns());
 }
 
 }  // namespace iwemu

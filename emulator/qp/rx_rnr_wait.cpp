@@ -25,7 +25,7 @@
 // triggered EPOLLIN would spin); it still hears EPOLLRDHUP and hang-ups.
 //
 // The peer's FIN behind the parked Send (EPOLLRDHUP, rx_rnr_check_peer)
-// shortens the wait to rnr_wait_after_peer_fin: the sender has finished,
+// shortens the wait to RxOwnership::rnr_wait_after_peer_fin: the sender has finished,
 // there is no stream left to pace, and its disconnect must not wait for
 // our deadline (it would otherwise see our FIN only after rnr_wait_ms,
 // qperf rc_bw at its end).  Not at once: an application still posting its
@@ -47,15 +47,6 @@
 
 namespace iwemu {
 
-namespace {
-
-// How long a parked receiver still waits once the peer's FIN is behind the
-// Send: far longer than the gap between two ibv_post_recv() of a posting
-// loop preempted on a loaded host, short enough for the peer's close.
-constexpr auto rnr_wait_after_peer_fin = std::chrono::milliseconds(100);
-
-}  // namespace
-
 // rx_lock_ held; the queue was found empty.  Returns false: stop receiving
 // (parked, or failed with the Terminate).
 bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
@@ -71,8 +62,7 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
                   emu_.config().rnr_wait_ms);
         {
             std::lock_guard<std::mutex> g(sq_lock_);
-            rx_read_paused_ = true;
-            apply_epoll_interest_locked();
+            rx_pause_locked(RxOwnership::PauseEvent::rnr_park);
         }
         emu_.engine().schedule_timer(qp_num_, rx_rnr_deadline_);
         return false;
@@ -106,12 +96,13 @@ void QueuePair::rx_rnr_check_peer()
         rx_connection_lost(err);
     } else if (p.revents & POLLRDHUP) {
         IWEMU_LOG(info, "qp %u: the peer closed its half behind the Send MSN %u: waiting %lld ms more at most",
-                  qp_num_, rx_hdr_.msn, static_cast<long long>(rnr_wait_after_peer_fin.count()));
-        rx_rnr_deadline_ = std::min(rx_rnr_deadline_, std::chrono::steady_clock::now() + rnr_wait_after_peer_fin);
+                  qp_num_, rx_hdr_.msn, static_cast<long long>(RxOwnership::rnr_wait_after_peer_fin.count()));
+        rx_rnr_deadline_ =
+            std::min(rx_rnr_deadline_, std::chrono::steady_clock::now() + RxOwnership::rnr_wait_after_peer_fin);
         {
             std::lock_guard<std::mutex> g(sq_lock_);
-            rx_rnr_fin_heard_ = true;  // level-triggered: heard again, it would spin until the deadline
-            apply_epoll_interest_locked();
+            // Level-triggered: EPOLLRDHUP heard again would spin until the deadline.
+            rx_pause_locked(RxOwnership::PauseEvent::rnr_peer_fin);
         }
         emu_.engine().schedule_timer(qp_num_, rx_rnr_deadline_);
     }
@@ -122,8 +113,7 @@ void QueuePair::rx_rnr_unpark()
 {
     rx_rnr_parked_ = false;
     std::lock_guard<std::mutex> g(sq_lock_);
-    rx_read_paused_ = rx_rnr_fin_heard_ = false;
-    apply_epoll_interest_locked();
+    rx_pause_locked(RxOwnership::PauseEvent::rnr_unpark);
 }
 
 // Any context (no rx_lock_ needed): the engine re-runs the receive path.

@@ -80,22 +80,9 @@ void QueuePair::set_epollout_locked(bool on)
 void QueuePair::apply_epoll_interest_locked()
 {
     if (fd_.load(std::memory_order_relaxed) < 0) return;
-    uint32_t events = epollout_ ? EPOLLOUT : 0u;
-    if (peer_fin_.load(std::memory_order_relaxed)) {
-        events = EPOLLOUT;  // EOF already read: EPOLLIN would spin
-    } else if (rx_read_paused_) {
-        // Parked on an unread Send (rx_rnr_wait.cpp): no EPOLLIN, which
-        // would spin, but the peer's FIN must still be heard -- once.
-        if (!rx_rnr_fin_heard_) events |= EPOLLRDHUP;
-    } else if (!rx_poll_owned_.load(std::memory_order_relaxed)) {
-        events |= engine_read_interest();
-    }
-    // Owned by a polling thread (rx_poll_owner.cpp): its recv() sees data,
-    // FIN and errors itself, so without a send backlog the socket leaves
-    // the epoll set.  Merely being in it costs every message: each
-    // arriving segment and ACK runs the epoll callback in the peer's
-    // sendmsg(), masked or not (docs/performance.md, seventh session).
-    set_engine_events_locked(events);
+    set_engine_events_locked(RxOwnership::engine_events(rx_owner_.reader(), rx_owner_.pause(),
+                                                        peer_fin_.load(std::memory_order_relaxed), epollout_,
+                                                        emu_.config().engine_receives));
 }
 
 // The engine reads the socket (Config::engine_receives: tests only say no).

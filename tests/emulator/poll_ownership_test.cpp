@@ -148,8 +148,8 @@ TEST(PollOwnership, AnOwnedSocketLeavesTheEngineEpollSetUntilHandedBack)
 }
 
 // A QP nothing arrives on (a pure sender, the idle rdma_cm QP beside the test
-// QP) is not read by every empty poll: after poll_quiet_visits empty visits
-// and poll_quiet_ns it goes back to the engine, which receives its next FPDU.
+// QP) is not read by every empty poll: after RxOwnership::quiet_visits empty visits
+// and quiet_ns it goes back to the engine, which receives its next FPDU.
 TEST(PollOwnership, AQuietQpGoesBackToTheEngineAndPollsStopReadingIt)
 {
     LoopbackPair p;

@@ -82,8 +82,8 @@ TEST(RxPostAssist, APostingThreadPlacesAWriteTheEngineLeftInTheSocket)
 }
 
 // A QP that receives nothing: a posting loop looks every
-// rx_assist_every_posts posts, but reads (finding nothing) once per
-// rx_assist_after_ns at most.
+// RxOwnership::assist_every_posts posts, but reads (finding nothing) once per
+// assist_after_ns at most.
 TEST(RxPostAssist, APosterWhosePeerIsSilentReadsOnceAMillisecondAtMost)
 {
     LoopbackPair p;
@@ -99,7 +99,7 @@ TEST(RxPostAssist, APosterWhosePeerIsSilentReadsOnceAMillisecondAtMost)
     }
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     const uint64_t assists = p.a->qp->counters().rx_post_assists.load();
-    ASSERT_GE(posts, 10u * QueuePair::rx_assist_every_posts) << "too few posts to look";
+    ASSERT_GE(posts, 10u * RxOwnership::assist_every_posts) << "too few posts to look";
     EXPECT_GE(assists, 1u);
     EXPECT_LE(assists, static_cast<uint64_t>(ms.count()) + 1) << posts << " posts";
     EXPECT_EQ(p.a->qp->counters().rx_fpdus.load(), 0u);
