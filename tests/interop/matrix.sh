@@ -285,7 +285,7 @@ dmesg_clean() {  # LABEL: the guest kernel log has no BUG/Oops/WARNING; 2 = gues
 # siw's debug line for a connection it drops in accept (siw_listen_race).
 watch_siw_accepts() {
   peer exec "echo 'func siw_accept_newconn +p' > /sys/kernel/debug/dynamic_debug/control" >/dev/null 2>&1 ||
-    fail_stage "could not enable siw's accept debug line in the guest"
+    echo "interop: note: siw's accept debug line could not be enabled: its listen race goes unrecognised"
 }
 # IWEMU_INTEROP_SIW_KO: a research siw build in place of the loaded one.
 load_siw_ko() {
