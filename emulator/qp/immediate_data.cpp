@@ -35,17 +35,17 @@ using wire::TerminateLayer;
 // the preceding segments of the same SQ message (tx_build_sq_segment_locked).
 bool QueuePair::tx_build_immediate_data_locked(SendWqe& w)
 {
-    const wire::ImmediateDataMessage m{(w.flags & send_solicited) != 0, tx_msn_[0],
+    const wire::ImmediateDataMessage m{(w.flags & send_solicited) != 0, tx_.msn[0],
                                        wire::immediate_data_from_imm32(w.imm_data)};
     uint8_t ulpdu[wire::immediate_data_ulpdu_size];
     const size_t n = wire::encode_immediate_data_message(m, ulpdu);
-    if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, sq_tx_))
+    if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, tx_.sq_tx))
         return false;
-    ++tx_msn_[0];  // shares the Send sequence (RFC 7306 §6.2)
-    tx_imm_next_ = false;
-    tx_msg_ = TxMessage::none;
-    tx_offset_ = 0;
-    ++sq_tx_;
+    ++tx_.msn[0];  // shares the Send sequence (RFC 7306 §6.2)
+    tx_.imm_next = false;
+    tx_.msg = TxMessage::none;
+    tx_.offset = 0;
+    ++tx_.sq_tx;
     return true;
 }
 

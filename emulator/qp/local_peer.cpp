@@ -130,8 +130,8 @@ void QueuePair::local_peer_link(const std::shared_ptr<QueuePair>& peer, uint64_t
     // existed): their completions wait for all it sent so far.  Not
     // waited for: the attaching thread holds its own QP's locks.
     std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
-    if (g.owns_lock() && tx_stream_sent_ > local_write_target_.load(std::memory_order_relaxed))
-        local_write_target_.store(tx_stream_sent_, std::memory_order_relaxed);
+    if (g.owns_lock() && tx_.stream_sent > local_write_target_.load(std::memory_order_relaxed))
+        local_write_target_.store(tx_.stream_sent, std::memory_order_relaxed);
 }
 
 void QueuePair::local_writes_place()

@@ -59,17 +59,7 @@ QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const
 {
     const QpCap& cap = attr.cap;
     // Everything the data path needs is allocated here, once: posting never allocates.
-    sq_.resize(cap.max_send_wr);
-    max_send_sge_ = cap.max_send_sge;
-    max_inline_ = cap.max_inline_data;
-    sq_sge_.resize(static_cast<size_t>(cap.max_send_wr) * max_send_sge_);
-    sq_sge_host_delta_.resize(sq_sge_.size());
-    sq_inline_.resize(static_cast<size_t>(cap.max_send_wr) * max_inline_);
-    for (size_t i = 0; i < sq_.size(); ++i) {
-        sq_[i].sge = &sq_sge_[i * max_send_sge_];
-        sq_[i].host_delta = &sq_sge_host_delta_[i * max_send_sge_];
-        sq_[i].inline_buf = max_inline_ ? &sq_inline_[i * max_inline_] : nullptr;
-    }
+    tx_.init(cap);
     if (!srq_) rq_.init(cap.max_recv_wr, cap.max_recv_sge);
     rx_staging_.resize(rx_staging_size);
     ord_ = emu.config().ord;
@@ -81,8 +71,8 @@ QueuePair::~QueuePair()
 {
     const int fd = fd_.load();
     if (fd >= 0) ::close(fd);
-    for (uint32_t i = 0; i < irq_count_; ++i) {
-        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+    for (uint32_t i = 0; i < tx_.irq_count; ++i) {
+        ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
         if (j.source) StagTable::release(j.source);
     }
     if (rx_mr_) StagTable::release(rx_mr_);
@@ -134,7 +124,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
         }
         if (t.reset) {
             flush_locked();  // nothing may survive a reset; no completions for RESET (queues emptied)
-            sq_head_ = sq_tx_ = sq_tail_ = 0;
+            tx_.sq_head = tx_.sq_tx = tx_.sq_tail = 0;
             {
                 std::lock_guard<std::mutex> qg(rq_lock_);
                 rq_.clear();
@@ -142,9 +132,9 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             rx_send_active_ = false;
             rx_dead_ = false;
             rx_rnr_parked_ = false;
-            for (auto& m : tx_msn_) m = 1;
+            for (auto& m : tx_.msn) m = 1;
             for (auto& m : rx_msn_) m = 1;
-            terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
+            tx_.terminate_pending = tx_.terminate_sent = tx_stopped_ = false;
             tx_error_.store(0, std::memory_order_relaxed);
             closing_ = fin_sent_ = false;
             fin_stall_unsent_ = 0;
@@ -168,7 +158,7 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
         attr->cap = init_.cap;
         attr->max_rd_atomic = static_cast<uint8_t>(ord_);
         attr->max_dest_rd_atomic = static_cast<uint8_t>(ird_);
-        attr->sq_draining = state_.load() == QpState::sqd && sq_head_ != sq_tail_;
+        attr->sq_draining = state_.load() == QpState::sqd && tx_.sq_head != tx_.sq_tail;
         attr->port_num = 1;
         attr->path_mtu = 5;
         attr->timeout = ib_timers_.timeout;
@@ -202,7 +192,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
     // that only checks them (the loop restarts to post once they all pass).
     bool checking = whole && n > 1;
     if (checking && st != QpState::err && st != QpState::sqe) {
-        const size_t room = sq_.size() - (sq_tail_ - sq_head_);
+        const size_t room = tx_.sq.size() - (tx_.sq_tail - tx_.sq_head);
         if (room < n) {
             if (bad) *bad = room;
             return ENOMEM;
@@ -232,7 +222,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         // (docs/limits.md).
         default: rc = EOPNOTSUPP;
         }
-        if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
+        if (!rc && wr.num_sge > tx_.max_send_sge) rc = EINVAL;
         if (!rc && wr.num_sge && !wr.sg_list) rc = EINVAL;
         uint64_t total = 0;
         for (uint32_t s = 0; !rc && s < wr.num_sge; ++s) total += wr.sg_list[s].length;
@@ -241,8 +231,8 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         if (!rc && is_atomic(wr.opcode) && total != sizeof(uint64_t)) rc = EINVAL;
         const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv &&
                          wr.opcode != WrOpcode::bind_mw;
-        if (!rc && inl && (total > max_inline_ || awaits_response(wr.opcode))) rc = EINVAL;
-        if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
+        if (!rc && inl && (total > tx_.max_inline || awaits_response(wr.opcode))) rc = EINVAL;
+        if (!rc && tx_.sq_tail - tx_.sq_head >= tx_.sq.size()) rc = ENOMEM;
         if (rc) {
             if (bad) *bad = i;
             return rc;
@@ -264,7 +254,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             complete(init_.send_cq, c, false);
             continue;
         }
-        SendWqe& w = sq_[sq_tail_ % sq_.size()];
+        SendWqe& w = tx_.sq[tx_.sq_tail % tx_.sq.size()];
         w.wr_id = wr.wr_id;
         w.opcode = wr.opcode;
         w.flags = wr.send_flags;
@@ -299,7 +289,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             std::memcpy(w.inline_buf + sizeof wr.compare_add, &wr.swap, sizeof wr.swap);
         }
         if (wr.opcode == WrOpcode::bind_mw) queue_bind(w, wr.bind);
-        ++sq_tail_;
+        ++tx_.sq_tail;
     }
     if (fd_.load(std::memory_order_relaxed) >= 0) {
         tx_posted_locked();
@@ -433,23 +423,23 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         rx_write_len_ = 0;
         rx_write_open_ = false;
         rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
-        tx_stream_offset_ = 0;
-        slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
-        slot_sent_bytes_ = batch_bytes_ = 0;
+        tx_.stream_offset = 0;
+        tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
+        tx_.slot_sent_bytes = tx_.batch_bytes = 0;
         // A new stream: local_peer.cpp counts it from here on both ends.
-        tx_stream_sent_ = rx_stream_read_ = 0;
+        tx_.stream_sent = rx_stream_read_ = 0;
         const uint64_t conn = next_stream_id();
         conn_id_.store(conn, std::memory_order_relaxed);
         local_peer_linked_.store(false, std::memory_order_relaxed);
         local_write_target_.store(0, std::memory_order_relaxed);
         local_write_placed_.store(0, std::memory_order_relaxed);
-        tx_msg_ = TxMessage::none;
-        terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
+        tx_.msg = TxMessage::none;
+        tx_.terminate_pending = tx_.terminate_sent = tx_.terminate_in_batch = tx_stopped_ = false;
         tx_error_.store(0, std::memory_order_relaxed);
         closing_ = fin_sent_ = false;
         fin_stall_unsent_ = 0;
         peer_fin_ = false;
-        tx_window_closed_ = false;
+        tx_.window_closed = false;
         conn_event_sent_ = false;
         rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
 
@@ -459,7 +449,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
             if (params.rtr != RtrType::none) {
                 rtr_pending_tx_ = true;
                 rtr_read_response_expected_ = params.rtr == RtrType::zero_length_read;
-                control_len_ = build_rtr_locked(params.rtr);
+                tx_.control_len = build_rtr_locked(params.rtr);
             }
         } else {
             tx_gate_open_ = params.responder_may_send_first;
@@ -501,21 +491,21 @@ size_t QueuePair::build_rtr_locked(RtrType type)
     case RtrType::zero_length_send:
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::send);
         h.qn = wire::rdmap_qn_send;
-        h.msn = tx_msn_[0]++;
-        n = wire::encode_ddp_header(h, control_ulpdu_);
+        h.msn = tx_.msn[0]++;
+        n = wire::encode_ddp_header(h, tx_.control_ulpdu);
         break;
     case RtrType::zero_length_write:
         h.control.tagged = true;
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_write);
-        n = wire::encode_ddp_header(h, control_ulpdu_);
+        n = wire::encode_ddp_header(h, tx_.control_ulpdu);
         break;
     case RtrType::zero_length_read: {
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_read_request);
         h.qn = wire::rdmap_qn_read_request;
-        h.msn = tx_msn_[1]++;
-        n = wire::encode_ddp_header(h, control_ulpdu_);
+        h.msn = tx_.msn[1]++;
+        n = wire::encode_ddp_header(h, tx_.control_ulpdu);
         wire::RdmaReadRequestHeader rr{};
-        n += wire::encode_read_request(rr, std::span<uint8_t>(control_ulpdu_).subspan(n));
+        n += wire::encode_read_request(rr, std::span<uint8_t>(tx_.control_ulpdu).subspan(n));
         break;
     }
     case RtrType::none: break;
@@ -559,7 +549,7 @@ void QueuePair::close_locked()
 {
     tx_locked();  // what the socket takes now is not in transmission any more
     const bool in_transmission =
-        iov_count_ > 0 || tx_msg_ != TxMessage::none || sq_tx_ != sq_tail_ || irq_count_ > 0;
+        tx_.iov_count > 0 || tx_.msg != TxMessage::none || tx_.sq_tx != tx_.sq_tail || tx_.irq_count > 0;
     if (!in_transmission && !rx_rnr_parked_) {
         closing_ = true;
         state_.store(QpState::sqd);
@@ -657,10 +647,10 @@ void QueuePair::detach_socket_locked()
     engine_events_ = 0;
     fd_.store(-1, std::memory_order_release);
     epollout_ = false;
-    tx_backlog_.store(false, std::memory_order_relaxed);
+    tx_.backlog.store(false, std::memory_order_relaxed);
     // Pinned tagged target of a half-placed segment.
-    slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
-    slot_sent_bytes_ = batch_bytes_ = 0;
+    tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
+    tx_.slot_sent_bytes = tx_.batch_bytes = 0;
 }
 
 void QueuePair::shutdown_for_destroy()
@@ -741,9 +731,9 @@ int QueuePair::shutdown_locked(bool linger)
     // unread input would reset it all the same, and the peer's FIN is still
     // owed to the CM (close_linger.cpp).
     const QpState st = state_.load();
-    const bool clean = iov_count_ == 0 && (((st == QpState::rts || st == QpState::sqd) && !terminate_pending_ &&
+    const bool clean = tx_.iov_count == 0 && (((st == QpState::rts || st == QpState::sqd) && !tx_.terminate_pending &&
                                             !tx_stopped_) ||
-                                           terminate_sent_);
+                                           tx_.terminate_sent);
     int linger_fd = -1;
     if (clean && linger && fd_.load() >= 0 && !peer_fin_.load()) {
         linger_fd = fd_.load();
@@ -760,13 +750,13 @@ int QueuePair::shutdown_locked(bool linger)
     } else {
         close_socket_locked(!clean);
     }
-    for (uint32_t i = 0; i < irq_count_; ++i) {
-        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+    for (uint32_t i = 0; i < tx_.irq_count; ++i) {
+        ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
-    count(counters_.tx_read_responses, irq_count_);  // flushed: no longer in flight
-    irq_count_ = irq_built_ = 0;
+    count(counters_.tx_read_responses, tx_.irq_count);  // flushed: no longer in flight
+    tx_.irq_count = tx_.irq_built = 0;
     if (rx_mr_) {
         StagTable::release(rx_mr_);
         rx_mr_ = nullptr;
@@ -785,8 +775,8 @@ void QueuePair::complete(CompletionQueue* cq, const Completion& c, bool solicite
 void QueuePair::sq_complete_in_order_locked()
 {
     // RFC 5040 §5.5 rule 17/18: work requests complete in posting order.
-    while (sq_head_ < sq_tx_) {
-        SendWqe& w = sq_[sq_head_ % sq_.size()];
+    while (tx_.sq_head < tx_.sq_tx) {
+        SendWqe& w = tx_.sq[tx_.sq_head % tx_.sq.size()];
         if (w.phase != WqePhase::done) break;
         if (w.status != WcStatus::success || (w.flags & send_signaled) || init_.sq_sig_all) {
             Completion c;
@@ -797,7 +787,7 @@ void QueuePair::sq_complete_in_order_locked()
             c.qp_num = qp_num_;
             complete(init_.send_cq, c, false);
         }
-        ++sq_head_;
+        ++tx_.sq_head;
     }
 }
 
@@ -806,24 +796,24 @@ void QueuePair::flush_locked()
     // Everything not yet complete ends with wr_flush_err (or the error it
     // already carries), in order.  Error completions are generated for
     // unsignaled WRs too (IB spec 10.8.3).
-    for (uint64_t i = sq_head_; i < sq_tail_; ++i) {
-        SendWqe& w = sq_[i % sq_.size()];
+    for (uint64_t i = tx_.sq_head; i < tx_.sq_tail; ++i) {
+        SendWqe& w = tx_.sq[i % tx_.sq.size()];
         if (w.phase == WqePhase::done) continue;
         if (w.status == WcStatus::success) w.status = WcStatus::wr_flush_err;
         w.phase = WqePhase::done;
     }
-    sq_tx_ = sq_tail_;
+    tx_.sq_tx = tx_.sq_tail;
     sq_complete_in_order_locked();
-    orq_head_ = orq_count_ = 0;
-    for (uint32_t i = 0; i < irq_count_; ++i) {
-        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+    tx_.orq_head = tx_.orq_count = 0;
+    for (uint32_t i = 0; i < tx_.irq_count; ++i) {
+        ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
-    count(counters_.tx_read_responses, irq_count_);  // flushed: no longer in flight
-    irq_head_ = irq_count_ = irq_built_ = 0;
-    tx_msg_ = TxMessage::none;
-    tx_offset_ = 0;
+    count(counters_.tx_read_responses, tx_.irq_count);  // flushed: no longer in flight
+    tx_.irq_head = tx_.irq_count = tx_.irq_built = 0;
+    tx_.msg = TxMessage::none;
+    tx_.offset = 0;
 }
 
 void QueuePair::flush_rq()

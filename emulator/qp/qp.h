@@ -35,6 +35,7 @@
 #include "emulator/config.h"
 #include "emulator/base/connection_params.h"
 #include "emulator/qp/qp_state.h"
+#include "emulator/qp/send_path.h"
 #include "emulator/recv_queue.h"
 #include "emulator/stag_table.h"
 #include "emulator/qp_counters.h"
@@ -228,69 +229,12 @@ public:
     static constexpr int64_t local_place_wait_ns = 10'000'000;  // pathological delays only
 
 private:
-    // ---------------- send side ----------------
-    enum class WqePhase : uint8_t { queued, sending, awaiting_response, done };
-    struct SendWqe {
-        uint64_t wr_id = 0;
-        WrOpcode opcode = WrOpcode::send;
-        uint32_t flags = 0;
-        uint32_t num_sge = 0;
-        Sge* sge = nullptr;          // slice of sq_sge_ (max_send_sge entries)
-        uint64_t* host_delta = nullptr;  // slice of sq_sge_host_delta_: per SGE, host address - Tagged Offset
-        uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
-        uint64_t remote_addr = 0;
-        uint32_t rkey = 0;
-        union {                      // one per opcode: none adds an octet to the WQE
-            uint32_t inv_rkey = 0;   // send_with_inv, local_inv
-            uint32_t imm_data;       // rdma_write_with_imm: host order (immediate_data.cpp)
-            uint32_t atomic_id;      // atomics: the Request Identifier sent (atomics.cpp)
-        };
-        uint64_t length = 0;
-        WqePhase phase = WqePhase::queued;
-        WcStatus status = WcStatus::success;
-        uint64_t placed = 0;         // Read: Read Response octets placed
-    };
-    // SendWqe::flags bit of our own (beside ibv_send_flags): a Read's sink is
-    // in an ODP region (local_sge_ok), its Read Responses are placed fault-safe.
-    static constexpr uint32_t wqe_odp_sink = 1u << 31;
-
-    // One inbound Read Request the responder's TX answers (RFC 5040 §5.2),
-    // or an Atomic Request (RFC 7306 §5.2, atomics.cpp: atomic set; the
-    // request id in sink_stag, the original value in sink_to once
-    // performed, the target word at source/source_to, its operands in
-    // atomic_ops_ at the same index).  Both share the IRQ, so responses
-    // leave in request order (EXT-007).
-    struct ReadResponseJob {
-        uint32_t sink_stag = 0;
-        bool atomic = false;
-        bool performed = false;
-        uint64_t sink_to = 0;
-        uint32_t size = 0;
-        MemoryRegion* source = nullptr;  // pinned (StagTable::acquire) when size > 0
-        uint64_t source_to = 0;
-    };
-
-    // What the TX is in the middle of.
-    enum class TxMessage : uint8_t { none, sq, read_response, rtr, terminate };
-
-    struct TxSlot {
-        wire::FpduGather gather;
-        size_t wire_length = 0;
-        // action when this FPDU has fully left: complete the SQ WQE at sq index,
-        // retire the IRD head, or mark the Terminate as sent.
-        enum class Action : uint8_t { none, sq_sent, read_response_done, rtr_sent, terminate_sent } action =
-            Action::none;
-        uint64_t sq_index = 0;
-        size_t iov_end = 0;  // index in iov_ just past this FPDU's iovecs
-    };
-    static constexpr size_t tx_slots = 16;
-    static constexpr size_t tx_iov_capacity = 1024;
-    // A batch ends at tx_slots FPDUs or tx_batch_bytes, whichever comes first
-    // (on loopback's 64 KiB FPDUs: 16 FPDUs, about 1 MiB).  Against 512 KiB,
-    // 1-4 MiB messages gained 2-5 % when the test host ran fast and 10-20 %
-    // when it ran slowly; 2 MiB with 32 slots lost 5-10 % (docs/performance.md).
-    static constexpr size_t tx_batch_bytes = 1024 * 1024;
-    static constexpr size_t tx_engine_budget = 2 * 1024 * 1024;  // per EPOLLOUT round
+    // ---------------- send side (send_path.h) ----------------
+    using WqePhase = SendPath::WqePhase;
+    using SendWqe = SendPath::SendWqe;
+    using ReadResponseJob = SendPath::ReadResponseJob;
+    using TxMessage = SendPath::TxMessage;
+    using TxSlot = SendPath::TxSlot;
 
     // ---------------- receive side ----------------
     enum class RxTarget : uint8_t { none, discard, user, control };
@@ -475,10 +419,6 @@ private:
     } ib_timers_;
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
-    std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
-    // The socket refused more (EAGAIN or a partial write): only the
-    // engine's EPOLLOUT, not a polling thread, tries again.
-    std::atomic<bool> tx_window_closed_{false};
     // rx_post_assist.cpp (sq_lock_)
     uint32_t rx_assist_posts_ = 0;       // posts since the last look
     uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
@@ -513,52 +453,13 @@ private:
     std::atomic<int> tx_error_{0};   // the socket error a sendmsg took (ECONNRESET, ETIMEDOUT), 0: none
     std::atomic<bool> destroyed_{false};
     bool conn_event_sent_ = false;
-    bool tx_prefer_irq_ = true;
     std::optional<AsyncEventType> pending_async_;
     std::optional<QpConnectionEvent> pending_conn_;
     std::atomic<bool> deferred_{false};
     std::atomic<bool> rq_flush_pending_{false};   // the one final connection event of this attachment went out
 
     mutable std::mutex sq_lock_;
-    std::vector<SendWqe> sq_;
-    std::vector<Sge> sq_sge_;
-    std::vector<uint64_t> sq_sge_host_delta_;
-    std::vector<uint8_t> sq_inline_;
-    uint32_t max_send_sge_ = 0;
-    uint32_t max_inline_ = 0;
-    uint64_t sq_head_ = 0;   // oldest not completed
-    uint64_t sq_tx_ = 0;     // next to start transmitting
-    uint64_t sq_tail_ = 0;   // next free
-    // ORQ: SQ indexes of Reads whose Request went out, oldest first.
-    std::array<uint64_t, 128> orq_{};
-    uint32_t orq_head_ = 0, orq_count_ = 0;
-    // IRQ: inbound Read Requests to answer, oldest first.
-    std::array<ReadResponseJob, 128> irq_{};
-    uint32_t irq_head_ = 0, irq_count_ = 0;
-    uint32_t irq_built_ = 0;          // jobs at the IRQ head fully framed, awaiting retirement
-    uint32_t tx_msn_[4] = {1, 1, 1, 1};  // next MSN per QN (Send, Read/Atomic Request, Terminate, Atomic Response)
-    // atomics.cpp: the operands of the Atomic Requests in irq_, by index;
-    // allocated at a QP's first Atomic Request (none cost nothing).
-    std::unique_ptr<AtomicOperands[]> atomic_ops_;
-
-    // TX message in progress + batch
-    TxMessage tx_msg_ = TxMessage::none;
-    uint64_t tx_offset_ = 0;          // payload octets of the current message already framed
-    bool tx_imm_next_ = false;        // rdma_write_with_imm: Write framed, Immediate Data next
-    std::array<TxSlot, tx_slots> slots_{};
-    size_t slot_first_ = 0, slot_count_ = 0;
-    std::array<iovec, tx_iov_capacity> iov_;  // not zeroed (16 KiB): only [iov_first_, +iov_count_) is ever read
-    size_t iov_first_ = 0, iov_count_ = 0;   // unsent part of the batch
-    size_t batch_bytes_ = 0;
-    size_t slot_sent_bytes_ = 0;      // octets of slots_[slot_first_] already written
-    uint32_t tx_stream_offset_ = 0;
-    bool terminate_pending_ = false;
-    bool terminate_sent_ = false;
-    bool terminate_in_batch_ = false;
-    std::array<uint8_t, wire::terminate_ulpdu_max_size + 8> terminate_ulpdu_{};
-    size_t terminate_len_ = 0;
-    std::array<uint8_t, 64> control_ulpdu_{};  // RTR
-    size_t control_len_ = 0;
+    SendPath tx_;
     TerminateRecord term_sent_, term_received_;
 
     // receive queue
@@ -630,9 +531,8 @@ private:
     uint64_t rx_write_len_ = 0;        // octets of the latest inbound RDMA Write message
     bool rx_write_open_ = false;       // its last segment (L = 1) not seen yet
 
-    // local_peer.cpp.  Stream octets since attach: sent (sq_lock_) and
+    // local_peer.cpp.  Stream octets since attach: sent (tx_.stream_sent) and
     // read from the socket (rx_lock_); both ends count from the first FPDU octet.
-    uint64_t tx_stream_sent_ = 0;
     uint64_t rx_stream_read_ = 0;
     std::atomic<uint64_t> conn_id_{0};            // this attachment (rx_lock_ + sq_lock_ to change)
     std::atomic<bool> local_peer_linked_{false};  // the peer QP is in this process

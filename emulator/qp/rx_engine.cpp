@@ -439,11 +439,11 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
             }
             err = rdmap_op(ec::rdmap_unexpected_opcode);
             fail = true;
-        } else if (orq_count_ == 0 || sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].opcode != WrOpcode::rdma_read) {
+        } else if (tx_.orq_count == 0 || tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()].opcode != WrOpcode::rdma_read) {
             err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or an atomic's turn
             fail = true;
         } else {
-            SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
+            SendWqe& w = tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()];
             const uint32_t sink_stag = w.num_sge ? w.sge[0].lkey : 0;
             const uint64_t sink_to = w.num_sge ? w.sge[0].addr : 0;
             if (len > 0) {
@@ -462,7 +462,7 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
                     for (int i = 0; i < n; ++i)
                         rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
                     rx_dest_count_ = n;
-                    rx_dest_odp_ = w.flags & wqe_odp_sink;
+                    rx_dest_odp_ = w.flags & SendPath::wqe_odp_sink;
                     rx_target_ = RxTarget::user;
                 }
             }
@@ -578,14 +578,14 @@ bool QueuePair::rx_on_segment_end()
             peer_read_our_stream_locked();  // it answered our RTR
             break;
         }
-        if (orq_count_ == 0) break;  // flushed meanwhile
-        SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
+        if (tx_.orq_count == 0) break;  // flushed meanwhile
+        SendWqe& w = tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()];
         w.placed += plen;
         if (rx_hdr_.control.last) {
             // The Read completes when its Response is delivered (RFC 5040 §5.5 rule 19).
             w.phase = WqePhase::done;
-            orq_head_ = (orq_head_ + 1) % orq_.size();
-            --orq_count_;
+            tx_.orq_head = (tx_.orq_head + 1) % tx_.orq.size();
+            --tx_.orq_count;
             sq_complete_in_order_locked();
             rx_tx_kick_ = true;  // an ORD slot is free again
         }
@@ -686,20 +686,20 @@ bool QueuePair::rx_handle_read_request()
         std::lock_guard<std::mutex> g(sq_lock_);
         // RDMAP-023: more outstanding Read Requests than our IRD is a protocol
         // error.  The Read RTR is answered whatever the IRD (RFC 6581 §9.1).
-        if (!is_rtr && irq_count_ >= ird_) {
+        if (!is_rtr && tx_.irq_count >= ird_) {
             overflow = true;
             count(counters_.rx_reads_over_ird);
-        } else if (irq_count_ >= irq_.size()) {
+        } else if (tx_.irq_count >= tx_.irq.size()) {
             overflow = true;
         } else {
-            ReadResponseJob& j = irq_[(irq_head_ + irq_count_) % irq_.size()];
+            ReadResponseJob& j = tx_.irq[(tx_.irq_head + tx_.irq_count) % tx_.irq.size()];
             j.atomic = false;
             j.sink_stag = rr->data_sink_stag;
             j.sink_to = rr->data_sink_to;
             j.size = rr->rdma_read_message_size;
             j.source = source;
             j.source_to = rr->data_source_to;
-            ++irq_count_;
+            ++tx_.irq_count;
             ++rx_msn_[1];
             count(counters_.rx_read_requests);
             rx_tx_kick_ = true;  // answered after this receive pass (rx_kick_tx)
@@ -730,8 +730,8 @@ void QueuePair::rx_handle_terminate(uint32_t body_len)
                   static_cast<unsigned>(msg.control.code.layer), msg.control.code.etype, msg.control.code.error_code);
         // The oldest WR that reached the wire is the one the peer refused.
         const WcStatus st = status_for_terminate(msg.control.code);
-        for (uint64_t i = sq_head_; i < sq_tx_ || (i < sq_tail_ && i == sq_tx_ && tx_msg_ == TxMessage::sq); ++i) {
-            SendWqe& w = sq_[i % sq_.size()];
+        for (uint64_t i = tx_.sq_head; i < tx_.sq_tx || (i < tx_.sq_tail && i == tx_.sq_tx && tx_.msg == TxMessage::sq); ++i) {
+            SendWqe& w = tx_.sq[i % tx_.sq.size()];
             if (w.phase == WqePhase::sending || w.phase == WqePhase::awaiting_response) {
                 w.status = st;
                 break;
@@ -794,7 +794,7 @@ void QueuePair::rx_odp_fail()
         if (static_cast<wire::RdmapOpcode>(rx_opcode_) == wire::RdmapOpcode::rdma_read_response) {
             // The Read WR the Response answers keeps that status through the flush.
             std::lock_guard<std::mutex> g(sq_lock_);
-            if (orq_count_ > 0) sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].status = WcStatus::loc_prot_err;
+            if (tx_.orq_count > 0) tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()].status = WcStatus::loc_prot_err;
         }
         rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                 AsyncEventType::qp_fatal, WcStatus::loc_prot_err);
@@ -820,7 +820,7 @@ void QueuePair::rx_connection_lost(int err)
             flush = true;
         }
         flush_locked();
-        if (err == 0 && (iov_count_ > 0 || (terminate_pending_ && !terminate_sent_ && !tx_stopped_))) {
+        if (err == 0 && (tx_.iov_count > 0 || (tx_.terminate_pending && !tx_.terminate_sent && !tx_stopped_))) {
             // Half-close (RFC 5041 §6.2.1): the peer still reads; let our
             // Terminate (and the FPDUs queued before it) leave, then close.
             epollout_ = true;
