@@ -130,8 +130,8 @@ bool QueuePair::tx_build_atomic_request_locked(SendWqe& w)
 bool QueuePair::rx_handle_atomic_response()
 {
     const auto resp = wire::decode_atomic_response(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::atomic_response_header_size));
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, wire::atomic_response_header_size));
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
     TerminateCode err{};
     bool fail = false, local_fault = false;
     {
@@ -168,7 +168,7 @@ bool QueuePair::rx_handle_atomic_response()
             }
         }
         if (!fail && !local_fault) {
-            ++rx_msn_[3];
+            ++rx_.msn[3];
             w->phase = WqePhase::done;
             tx_.orq_head = (tx_.orq_head + 1) % tx_.orq.size();
             --tx_.orq_count;
@@ -183,7 +183,7 @@ bool QueuePair::rx_handle_atomic_response()
         return false;
     }
     if (fail) {
-        rx_fail(err, offending, rx_ulen_, AsyncEventType::qp_fatal, WcStatus::success);
+        rx_fail(err, offending, rx_.ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
     return true;
@@ -196,11 +196,11 @@ bool QueuePair::rx_handle_atomic_response()
 bool QueuePair::rx_handle_atomic_request()
 {
     const auto req = wire::decode_atomic_request(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::atomic_request_header_size));
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, wire::atomic_request_header_size));
     // RFC 7306 §8: the Terminate carries the DDP header, not the RDMA one.
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
     auto fail = [&](const TerminateCode& code, AsyncEventType event) {
-        rx_fail(code, offending, rx_ulen_, event, WcStatus::success);
+        rx_fail(code, offending, rx_.ulen, event, WcStatus::success);
         return false;
     };
     if (!req) return fail(rdmap_op(ec::rdmap_unspecified), AsyncEventType::qp_fatal);
@@ -248,7 +248,7 @@ bool QueuePair::rx_handle_atomic_request()
                 j.source_to = req->remote_to;
                 tx_.atomic_ops[slot] = op;
                 ++tx_.irq_count;
-                ++rx_msn_[1];
+                ++rx_.msn[1];
                 rx_tx_kick_ = true;  // performed and answered after this receive pass
             }
         }

@@ -175,9 +175,9 @@ QueuePair::LocalPlace QueuePair::rx_place_for_local_peer(uint64_t conn, uint64_t
         std::unique_lock<std::mutex> g(rx_lock_, std::try_to_lock);
         if (!g.owns_lock()) return LocalPlace::pending;
         // Octets consumed: read, less what still waits in the staging buffer.
-        auto consumed = [this] { return rx_stream_read_ - (rx_end_ - rx_pos_); };
+        auto consumed = [this] { return rx_.stream_read - (rx_.end - rx_.pos); };
         auto stuck = [this] {
-            return rx_rnr_parked_ || rx_dead_ || destroyed_.load(std::memory_order_relaxed) ||
+            return rx_rnr_parked_ || rx_.dead || destroyed_.load(std::memory_order_relaxed) ||
                    fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed);
         };
         if (conn_id_.load(std::memory_order_relaxed) != conn) return LocalPlace::blocked;

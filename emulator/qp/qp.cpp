@@ -61,7 +61,7 @@ QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const
     // Everything the data path needs is allocated here, once: posting never allocates.
     tx_.init(cap);
     if (!srq_) rq_.init(cap.max_recv_wr, cap.max_recv_sge);
-    rx_staging_.resize(rx_staging_size);
+    rx_.staging.resize(ReceivePath::rx_staging_size);
     ord_ = emu.config().ord;
     ird_ = emu.config().ird;
     rfc7306_ = emu.config().rfc7306;
@@ -75,7 +75,7 @@ QueuePair::~QueuePair()
         ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
         if (j.source) StagTable::release(j.source);
     }
-    if (rx_mr_) StagTable::release(rx_mr_);
+    if (rx_.mr) StagTable::release(rx_.mr);
 }
 
 // ---------------------------------------------------------------- verbs ----
@@ -129,11 +129,11 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
                 std::lock_guard<std::mutex> qg(rq_lock_);
                 rq_.clear();
             }
-            rx_send_active_ = false;
-            rx_dead_ = false;
+            rx_.send_active = false;
+            rx_.dead = false;
             rx_rnr_parked_ = false;
             for (auto& m : tx_.msn) m = 1;
-            for (auto& m : rx_msn_) m = 1;
+            for (auto& m : rx_.msn) m = 1;
             tx_.terminate_pending = tx_.terminate_sent = tx_stopped_ = false;
             tx_error_.store(0, std::memory_order_relaxed);
             closing_ = fin_sent_ = false;
@@ -399,7 +399,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         apply_liveness(fd, emu_.config().liveness_timeout_ms);
 
         params_ = params;
-        rx_lookahead_ = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
+        rx_.lookahead = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
         mulpdu_checked_ns_ = CompletionQueue::now_ns();
         if (params.mulpdu) {
             mulpdu_ = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
@@ -416,18 +416,18 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         ro.crc = params.rx.crc;
         ro.markers = params.rx.markers;
         ro.ddp_version = params.ddp_rdmap_version;
-        rx_.reset(ro);
-        rx_pos_ = rx_end_ = 0;
-        rx_dead_ = false;
-        rx_send_active_ = false;
-        rx_write_len_ = 0;
-        rx_write_open_ = false;
+        rx_.fpdu.reset(ro);
+        rx_.pos = rx_.end = 0;
+        rx_.dead = false;
+        rx_.send_active = false;
+        rx_.write_len = 0;
+        rx_.write_open = false;
         rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
         tx_.stream_offset = 0;
         tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
         tx_.slot_sent_bytes = tx_.batch_bytes = 0;
         // A new stream: local_peer.cpp counts it from here on both ends.
-        tx_.stream_sent = rx_stream_read_ = 0;
+        tx_.stream_sent = rx_.stream_read = 0;
         const uint64_t conn = next_stream_id();
         conn_id_.store(conn, std::memory_order_relaxed);
         local_peer_linked_.store(false, std::memory_order_relaxed);
@@ -467,7 +467,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
                   "congestion control %s",
                   qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", mulpdu_,
                   params.tx.crc, params.rx.crc, params.tx.markers, params.rx.markers, static_cast<int>(params.rtr),
-                  rx_lookahead_, tcp_congestion_.c_str());
+                  rx_.lookahead, tcp_congestion_.c_str());
         if (same_host && self) {
             if (const std::string tuple = LocalPeers::tuple_of(fd); !tuple.empty())
                 emu_.local_peers().attach(self, tuple, conn);
@@ -568,9 +568,9 @@ void QueuePair::drop_connection_locked()
     fin_sent_ = true;
     close_socket_locked(true);
     rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
     state_.store(QpState::err);
     flush_locked();
@@ -757,9 +757,9 @@ int QueuePair::shutdown_locked(bool linger)
     }
     count(counters_.tx_read_responses, tx_.irq_count);  // flushed: no longer in flight
     tx_.irq_count = tx_.irq_built = 0;
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
     state_.store(QpState::err);
     return linger_fd;
@@ -819,16 +819,16 @@ void QueuePair::flush_locked()
 void QueuePair::flush_rq()
 {
     // Caller holds rx_lock_ (so the message being received is ours to end).
-    if (rx_send_active_) {
+    if (rx_.send_active) {
         Completion c;
-        c.wr_id = rx_wqe_.wr_id;
-        c.status = rx_wqe_status_ != WcStatus::success ? rx_wqe_status_ : WcStatus::wr_flush_err;
+        c.wr_id = rx_.wqe.wr_id;
+        c.status = rx_.wqe_status != WcStatus::success ? rx_.wqe_status : WcStatus::wr_flush_err;
         c.opcode = WcOpcode::recv;
         c.qp_num = qp_num_;
         complete(init_.recv_cq, c, false);
-        rx_send_active_ = false;
+        rx_.send_active = false;
     }
-    rx_wqe_status_ = WcStatus::success;
+    rx_.wqe_status = WcStatus::success;
     if (srq_) {
         // SRQ WQEs stay with the SRQ; tell the consumer this QP takes no more.
         if (!destroyed_) emit_async(AsyncEventType::qp_last_wqe_reached);

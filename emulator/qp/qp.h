@@ -35,6 +35,7 @@
 #include "emulator/config.h"
 #include "emulator/base/connection_params.h"
 #include "emulator/qp/qp_state.h"
+#include "emulator/qp/receive_path.h"
 #include "emulator/qp/send_path.h"
 #include "emulator/recv_queue.h"
 #include "emulator/stag_table.h"
@@ -50,27 +51,6 @@
 namespace iwemu {
 
 class Emulator;
-
-// Leaves elements default-initialised (octets: not written at all), so a
-// large buffer costs resident memory only for the pages actually used: a
-// thousand idle QPs must not each hold a zeroed 64 KiB receive staging area.
-template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
-    template <typename U>
-    struct rebind {
-        using other = DefaultInitAllocator<U>;
-    };
-    template <typename U>
-    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>)
-    {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <typename U, typename... Args>
-    void construct(U* p, Args&&... args)
-    {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-};
 
 // What the last Terminate (sent or received) said: tests and diagnostics.
 struct TerminateRecord {
@@ -138,7 +118,7 @@ public:
 
     // ---- diagnostics -------------------------------------------------------
     const QpCounters& counters() const { return counters_; }
-    size_t rx_lookahead() const { return rx_lookahead_; }  // resolved at attach_connection
+    size_t rx_lookahead() const { return rx_.lookahead; }  // resolved at attach_connection
     // The socket's congestion control after attach_connection (Config::tcp_congestion).
     const std::string& tcp_congestion() const { return tcp_congestion_; }
     TerminateRecord last_terminate_sent() const;
@@ -236,13 +216,8 @@ private:
     using TxMessage = SendPath::TxMessage;
     using TxSlot = SendPath::TxSlot;
 
-    // ---------------- receive side ----------------
-    enum class RxTarget : uint8_t { none, discard, user, control };
-    static constexpr size_t rx_staging_size = 64 * 1024;
-    static_assert(rx_staging_size >= rx_lookahead_max, "a look-ahead read lands in staging");
-    static constexpr size_t rx_control_max = 128;  // RDMAP header octets we keep (Read Request, Terminate, ...)
-    static constexpr uint32_t rx_copy_max = 8192;  // larger segments: header read, then payload readv'd in place
-    static constexpr int rx_read_budget = 64;       // socket reads per progress call
+    // ---------------- receive side (receive_path.h) ----------------
+    using RxTarget = ReceivePath::RxTarget;
 
     // -- tx_engine.cpp
     // sq_lock_ held; budget: octets to frame before yielding to other QPs (engine)
@@ -469,38 +444,11 @@ private:
 
     // receive path (rx_lock_)
     std::mutex rx_lock_;
-    wire::FpduReceiver rx_;
-    std::vector<uint8_t, DefaultInitAllocator<uint8_t>> rx_staging_;  // pages become resident as reads fill them
-    size_t rx_pos_ = 0, rx_end_ = 0;
-    size_t rx_read_hint_ = 8192;
-    size_t rx_lookahead_ = rx_lookahead_min;  // staging tail of a direct readv (Config::rx_lookahead)
-    std::string tcp_congestion_;              // set once at attach, before the socket goes live
-    uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
-    bool rx_dead_ = false;             // error seen: drain and drop, place nothing
-    uint32_t rx_msn_[4] = {1, 1, 1, 1};  // next expected MSN per QN
-    RxTarget rx_target_ = RxTarget::none;
-    std::array<iovec, recv_wqe_max_sge + 1> rx_dest_{};  // placement target of this segment's payload
-    int rx_dest_count_ = 0;
-    bool rx_dest_odp_ = false;         // rx_dest_ lies in an ODP region: fault-safe placement
-    bool rx_odp_fault_ = false;        // ... and a copy into it faulted
-    bool rx_wqe_odp_ = false;          // rx_wqe_'s buffers are in an ODP region
-    std::array<uint8_t, wire::ddp_untagged_header_size + rx_control_max> rx_control_{};  // DDP hdr + RDMAP hdr
-    size_t rx_control_len_ = 0;
+    ReceivePath rx_;
+    // The current segment's DDP header: beside the receive path's members
+    // (rx_rnr_wait.cpp reads it too).
     wire::DdpHeader rx_hdr_{};
-    uint8_t rx_opcode_ = 0;
-    uint32_t rx_plen_ = 0;             // payload octets of the current segment
-    uint16_t rx_ulen_ = 0;             // its ULPDU_Length
-    // Untagged QN 0 message in progress
-    bool rx_send_active_ = false;
-    RecvWqe rx_wqe_{};
-    // The RQ's next WQE, prefetched by every empty read: it was written a
-    // queue depth of messages ago and is out of cache by the time its Send
-    // arrives (a miss of ~100 ns on the receive path of every message).
-    const RecvWqe* rx_wqe_next_ = nullptr;
-    std::array<uint64_t, recv_wqe_max_sge> rx_wqe_host_delta_{};
-    WcStatus rx_wqe_status_ = WcStatus::success;  // set when the message in progress failed locally
-    uint64_t rx_send_placed_ = 0;
-    bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR
+    std::string tcp_congestion_;              // set once at attach, before the socket goes live
     // Parked on the header of a Send with no receive posted (rx_rnr_wait.cpp).
     bool rx_rnr_parked_ = false;
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
@@ -524,16 +472,10 @@ private:
     std::atomic<uint64_t> poll_fpdus_seen_{0};
     std::atomic<uint32_t> poll_empty_visits_{0};
     std::atomic<int64_t> poll_quiet_since_ns_{0};
-    MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
-    // RFC 7306 (immediate_data.cpp)
-    bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted
-    uint64_t rx_write_len_ = 0;        // octets of the latest inbound RDMA Write message
-    bool rx_write_open_ = false;       // its last segment (L = 1) not seen yet
+    bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted (immediate_data.cpp)
 
-    // local_peer.cpp.  Stream octets since attach: sent (tx_.stream_sent) and
-    // read from the socket (rx_lock_); both ends count from the first FPDU octet.
-    uint64_t rx_stream_read_ = 0;
+    // local_peer.cpp.  Stream octets since attach: tx_.stream_sent and rx_.stream_read.
     std::atomic<uint64_t> conn_id_{0};            // this attachment (rx_lock_ + sq_lock_ to change)
     std::atomic<bool> local_peer_linked_{false};  // the peer QP is in this process
     std::mutex local_peer_lock_;                  // local_peer_, local_peer_conn_
