@@ -230,7 +230,7 @@ bool QueuePair::rx_handle_atomic_request()
     bool overflow = false, no_memory = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        if (tx_.irq_count >= ird_ || tx_.irq_count >= tx_.irq.size()) {
+        if (tx_.irq_count >= conn_.ird || tx_.irq_count >= tx_.irq.size()) {
             overflow = true;  // RDMAP-023, as for a Read Request
         } else {
             if (!tx_.atomic_ops) tx_.atomic_ops.reset(new (std::nothrow) AtomicOperands[tx_.irq.size()]);

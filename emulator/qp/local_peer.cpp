@@ -180,7 +180,7 @@ QueuePair::LocalPlace QueuePair::rx_place_for_local_peer(uint64_t conn, uint64_t
             return rx_rnr_parked_ || rx_.dead || destroyed_.load(std::memory_order_relaxed) ||
                    fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed);
         };
-        if (conn_id_.load(std::memory_order_relaxed) != conn) return LocalPlace::blocked;
+        if (conn_.id.load(std::memory_order_relaxed) != conn) return LocalPlace::blocked;
         if (consumed() >= stream_octets) return LocalPlace::placed;
         if (stuck() && !rx_rnr_parked_) return LocalPlace::blocked;  // parked: its retry below may place
         rx_locked();

@@ -62,8 +62,8 @@ QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const
     tx_.init(cap);
     if (!srq_) rq_.init(cap.max_recv_wr, cap.max_recv_sge);
     rx_.staging.resize(ReceivePath::rx_staging_size);
-    ord_ = emu.config().ord;
-    ird_ = emu.config().ird;
+    conn_.ord = emu.config().ord;
+    conn_.ird = emu.config().ird;
     rfc7306_ = emu.config().rfc7306;
 }
 
@@ -101,12 +101,12 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
         }
         if (mask & qp_attr_access_flags) access_flags_ = attr.qp_access_flags;
         // ORD/IRD: the application's values until a connection negotiates its own.
-        if (mask & qp_attr_max_qp_rd_atomic) ord_ = attr.max_rd_atomic;
-        if (mask & qp_attr_max_dest_rd_atomic) ird_ = attr.max_dest_rd_atomic;
-        if (mask & qp_attr_timeout) ib_timers_.timeout = attr.timeout;
-        if (mask & qp_attr_retry_cnt) ib_timers_.retry_cnt = attr.retry_cnt;
-        if (mask & qp_attr_rnr_retry) ib_timers_.rnr_retry = attr.rnr_retry;
-        if (mask & qp_attr_min_rnr_timer) ib_timers_.min_rnr_timer = attr.min_rnr_timer;
+        if (mask & qp_attr_max_qp_rd_atomic) conn_.ord = attr.max_rd_atomic;
+        if (mask & qp_attr_max_dest_rd_atomic) conn_.ird = attr.max_dest_rd_atomic;
+        if (mask & qp_attr_timeout) conn_.ib_timers.timeout = attr.timeout;
+        if (mask & qp_attr_retry_cnt) conn_.ib_timers.retry_cnt = attr.retry_cnt;
+        if (mask & qp_attr_rnr_retry) conn_.ib_timers.rnr_retry = attr.rnr_retry;
+        if (mask & qp_attr_min_rnr_timer) conn_.ib_timers.min_rnr_timer = attr.min_rnr_timer;
         if (!(mask & qp_attr_state)) return 0;
         const QpState next = attr.qp_state;
         if (t.abort) {
@@ -134,12 +134,12 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
             rx_rnr_parked_ = false;
             for (auto& m : tx_.msn) m = 1;
             for (auto& m : rx_.msn) m = 1;
-            tx_.terminate_pending = tx_.terminate_sent = tx_stopped_ = false;
-            tx_error_.store(0, std::memory_order_relaxed);
-            closing_ = fin_sent_ = false;
-            fin_stall_unsent_ = 0;
+            tx_.terminate_pending = tx_.terminate_sent = conn_.tx_stopped = false;
+            conn_.tx_error.store(0, std::memory_order_relaxed);
+            conn_.closing = conn_.fin_sent = false;
+            conn_.fin_stall_unsent = 0;
             peer_fin_ = false;
-            conn_event_sent_ = false;
+            conn_.event_sent = false;
         }
         if (!t.close) state_.store(next);
     }
@@ -156,15 +156,15 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
         attr->qp_state = attr->cur_qp_state = state_.load();
         attr->qp_access_flags = access_flags_;
         attr->cap = init_.cap;
-        attr->max_rd_atomic = static_cast<uint8_t>(ord_);
-        attr->max_dest_rd_atomic = static_cast<uint8_t>(ird_);
+        attr->max_rd_atomic = static_cast<uint8_t>(conn_.ord);
+        attr->max_dest_rd_atomic = static_cast<uint8_t>(conn_.ird);
         attr->sq_draining = state_.load() == QpState::sqd && tx_.sq_head != tx_.sq_tail;
         attr->port_num = 1;
         attr->path_mtu = 5;
-        attr->timeout = ib_timers_.timeout;
-        attr->retry_cnt = ib_timers_.retry_cnt;
-        attr->rnr_retry = ib_timers_.rnr_retry;
-        attr->min_rnr_timer = ib_timers_.min_rnr_timer;
+        attr->timeout = conn_.ib_timers.timeout;
+        attr->retry_cnt = conn_.ib_timers.retry_cnt;
+        attr->rnr_retry = conn_.ib_timers.rnr_retry;
+        attr->min_rnr_timer = conn_.ib_timers.min_rnr_timer;
     }
     if (init) *init = init_;
     return 0;
@@ -344,16 +344,16 @@ int QueuePair::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
 
 void QueuePair::set_connection_event_handler(std::function<void(QpConnectionEvent)> handler)
 {
-    std::lock_guard<std::mutex> g(handler_lock_);
-    conn_handler_ = std::move(handler);
+    std::lock_guard<std::mutex> g(conn_.handler_lock);
+    conn_.handler = std::move(handler);
 }
 
 void QueuePair::emit_connection_event(QpConnectionEvent ev)
 {
     std::function<void(QpConnectionEvent)> h;
     {
-        std::lock_guard<std::mutex> g(handler_lock_);
-        h = conn_handler_;
+        std::lock_guard<std::mutex> g(conn_.handler_lock);
+        h = conn_.handler;
     }
     IWEMU_LOG(debug, "qp %u: connection event %u", qp_num_, static_cast<unsigned>(ev));
     if (h) h(ev);
@@ -395,22 +395,22 @@ int QueuePair::attach_connection(const ConnectionParams& params)
 
         publish_addresses(fd);
         const bool same_host = peer_on_this_host(fd);
-        tcp_congestion_ = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
+        conn_.tcp_congestion = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
         apply_liveness(fd, emu_.config().liveness_timeout_ms);
 
-        params_ = params;
+        conn_.params = params;
         rx_.lookahead = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
-        mulpdu_checked_ns_ = CompletionQueue::now_ns();
+        conn_.mulpdu_checked_ns = CompletionQueue::now_ns();
         if (params.mulpdu) {
-            mulpdu_ = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
+            conn_.mulpdu = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
                       : params.mulpdu > wire::mpa_mulpdu_max ? wire::mpa_mulpdu_max
                                                              : params.mulpdu;
         } else {
-            mulpdu_ = mulpdu_of_emss(fd, params.tx.markers).value_or(wire::mpa_mulpdu(1460, params.tx.markers));
+            conn_.mulpdu = mulpdu_of_emss(fd, params.tx.markers).value_or(wire::mpa_mulpdu(1460, params.tx.markers));
         }
         // Negotiated depths win over the application's modify values; 0 keeps ours.
-        if (params.ord) ord_ = params.ord > limits::max_ord ? limits::max_ord : params.ord;
-        if (params.ird) ird_ = params.ird > limits::max_ird ? limits::max_ird : params.ird;
+        if (params.ord) conn_.ord = params.ord > limits::max_ord ? limits::max_ord : params.ord;
+        if (params.ird) conn_.ird = params.ird > limits::max_ird ? limits::max_ird : params.ird;
 
         wire::FpduReceiverOptions ro;
         ro.crc = params.rx.crc;
@@ -429,31 +429,31 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         // A new stream: local_peer.cpp counts it from here on both ends.
         tx_.stream_sent = rx_.stream_read = 0;
         const uint64_t conn = next_stream_id();
-        conn_id_.store(conn, std::memory_order_relaxed);
+        conn_.id.store(conn, std::memory_order_relaxed);
         local_peer_linked_.store(false, std::memory_order_relaxed);
         local_write_target_.store(0, std::memory_order_relaxed);
         local_write_placed_.store(0, std::memory_order_relaxed);
         tx_.msg = TxMessage::none;
-        tx_.terminate_pending = tx_.terminate_sent = tx_.terminate_in_batch = tx_stopped_ = false;
-        tx_error_.store(0, std::memory_order_relaxed);
-        closing_ = fin_sent_ = false;
-        fin_stall_unsent_ = 0;
+        tx_.terminate_pending = tx_.terminate_sent = tx_.terminate_in_batch = conn_.tx_stopped = false;
+        conn_.tx_error.store(0, std::memory_order_relaxed);
+        conn_.closing = conn_.fin_sent = false;
+        conn_.fin_stall_unsent = 0;
         peer_fin_ = false;
         tx_.window_closed = false;
-        conn_event_sent_ = false;
-        rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
+        conn_.event_sent = false;
+        conn_.rtr_pending_tx = conn_.rtr_expect_rx = conn_.rtr_read_response_expected = false;
 
         if (params.role == ConnectionRole::initiator) {
             // RFC 5044 §7.1.2: the Initiator may send (and must accept FPDUs) right after the Reply.
-            tx_gate_open_ = true;
+            conn_.tx_gate_open = true;
             if (params.rtr != RtrType::none) {
-                rtr_pending_tx_ = true;
-                rtr_read_response_expected_ = params.rtr == RtrType::zero_length_read;
+                conn_.rtr_pending_tx = true;
+                conn_.rtr_read_response_expected = params.rtr == RtrType::zero_length_read;
                 tx_.control_len = build_rtr_locked(params.rtr);
             }
         } else {
-            tx_gate_open_ = params.responder_may_send_first;
-            rtr_expect_rx_ = params.rtr != RtrType::none;
+            conn_.tx_gate_open = params.responder_may_send_first;
+            conn_.rtr_expect_rx = params.rtr != RtrType::none;
         }
         first_fpdus_arm_locked();
         fd_.store(fd, std::memory_order_release);
@@ -465,9 +465,9 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         }
         IWEMU_LOG(info, "qp %u: attached fd %d as %s, mulpdu %u, crc tx/rx %d/%d, markers tx/rx %d/%d, rtr %d, rx look-ahead %zu, "
                   "congestion control %s",
-                  qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", mulpdu_,
+                  qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", conn_.mulpdu,
                   params.tx.crc, params.rx.crc, params.tx.markers, params.rx.markers, static_cast<int>(params.rtr),
-                  rx_.lookahead, tcp_congestion_.c_str());
+                  rx_.lookahead, conn_.tcp_congestion.c_str());
         if (same_host && self) {
             if (const std::string tuple = LocalPeers::tuple_of(fd); !tuple.empty())
                 emu_.local_peers().attach(self, tuple, conn);
@@ -518,12 +518,12 @@ void QueuePair::disconnect()
     {
         std::lock_guard<std::mutex> rg(rx_lock_);
         std::lock_guard<std::mutex> sg(sq_lock_);
-        if (fd_.load() < 0 || closing_) return;
+        if (fd_.load() < 0 || conn_.closing) return;
         if (state_.load() == QpState::rts) {
             close_locked();
         } else {
             // After a Terminate: the FIN follows it (tx_locked).
-            closing_ = true;
+            conn_.closing = true;
             tx_locked();
         }
     }
@@ -551,7 +551,7 @@ void QueuePair::close_locked()
     const bool in_transmission =
         tx_.iov_count > 0 || tx_.msg != TxMessage::none || tx_.sq_tx != tx_.sq_tail || tx_.irq_count > 0;
     if (!in_transmission && !rx_rnr_parked_) {
-        closing_ = true;
+        conn_.closing = true;
         state_.store(QpState::sqd);
         tx_locked();  // the FIN
         return;
@@ -564,8 +564,8 @@ void QueuePair::close_locked()
 // RST, ERR, both queues flushed; the local side's disconnect is complete.
 void QueuePair::drop_connection_locked()
 {
-    closing_ = true;
-    fin_sent_ = true;
+    conn_.closing = true;
+    conn_.fin_sent = true;
     close_socket_locked(true);
     rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
     if (rx_.mr) {
@@ -597,7 +597,7 @@ void QueuePair::on_timer()
         } else {
             fin_stall_check_locked();
             first_fpdus_timer_locked();
-            if (closing_ && !fin_sent_) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
+            if (conn_.closing && !conn_.fin_sent) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
             // The receive pass above may have read a Read Request that a
             // waiter or poller, woken for the same octets, now never sees.
             if (std::exchange(rx_tx_kick_, false)) tx_locked();
@@ -618,8 +618,8 @@ void QueuePair::abort()
         if (state_.load() != QpState::reset) state_.store(QpState::err);
         flush_locked();
         flush_rq();
-        if (conn_event_sent_) was_connected = false;
-        conn_event_sent_ = true;
+        if (conn_.event_sent) was_connected = false;
+        conn_.event_sent = true;
     }
     if (was_connected) emit_connection_event(QpConnectionEvent::connection_error);
 }
@@ -670,15 +670,15 @@ void QueuePair::linger_after_destroy(int fd)
 {
     std::function<void(QpConnectionEvent)> h;
     {
-        std::lock_guard<std::mutex> g(handler_lock_);
-        h = std::move(conn_handler_);
+        std::lock_guard<std::mutex> g(conn_.handler_lock);
+        h = std::move(conn_.handler);
     }
     emu_.engine().linger_close(
         fd,
         [h = std::move(h)](int error) {
             if (h) h(error == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
         },
-        linger_fin_at_);
+        conn_.linger_fin_at);
 }
 
 void QueuePair::publish_addresses(int fd)
@@ -732,20 +732,20 @@ int QueuePair::shutdown_locked(bool linger)
     // owed to the CM (close_linger.cpp).
     const QpState st = state_.load();
     const bool clean = tx_.iov_count == 0 && (((st == QpState::rts || st == QpState::sqd) && !tx_.terminate_pending &&
-                                            !tx_stopped_) ||
+                                            !conn_.tx_stopped) ||
                                            tx_.terminate_sent);
     int linger_fd = -1;
     if (clean && linger && fd_.load() >= 0 && !peer_fin_.load()) {
         linger_fd = fd_.load();
-        linger_fin_at_.reset();
-        if (!fin_sent_) {
-            linger_fin_at_ = fin_grace_end();  // fin_grace.cpp: the engine sends it then
-            if (!linger_fin_at_) {
+        conn_.linger_fin_at.reset();
+        if (!conn_.fin_sent) {
+            conn_.linger_fin_at = fin_grace_end();  // fin_grace.cpp: the engine sends it then
+            if (!conn_.linger_fin_at) {
                 if (capture::on()) capture::shutdown_wr(linger_fd);
                 ::shutdown(linger_fd, SHUT_WR);
             }
         }
-        fin_sent_ = true;
+        conn_.fin_sent = true;
         detach_socket_locked();
     } else {
         close_socket_locked(!clean);
@@ -849,13 +849,13 @@ void QueuePair::flush_rq()
 TerminateRecord QueuePair::last_terminate_sent() const
 {
     std::lock_guard<std::mutex> g(sq_lock_);
-    return term_sent_;
+    return conn_.term_sent;
 }
 
 TerminateRecord QueuePair::last_terminate_received() const
 {
     std::lock_guard<std::mutex> g(sq_lock_);
-    return term_received_;
+    return conn_.term_received;
 }
 
 }  // namespace iwemu

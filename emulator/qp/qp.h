@@ -34,6 +34,7 @@
 #include "emulator/qp/atomic_ops.h"
 #include "emulator/config.h"
 #include "emulator/base/connection_params.h"
+#include "emulator/qp/qp_connection.h"
 #include "emulator/qp/qp_state.h"
 #include "emulator/qp/receive_path.h"
 #include "emulator/qp/send_path.h"
@@ -51,14 +52,6 @@
 namespace iwemu {
 
 class Emulator;
-
-// What the last Terminate (sent or received) said: tests and diagnostics.
-struct TerminateRecord {
-    bool valid = false;
-    wire::TerminateCode code{wire::TerminateLayer::rdmap, 0, 0};
-    bool had_ddp_header = false;
-    bool had_rdma_header = false;
-};
 
 class QueuePair {
 public:
@@ -120,10 +113,10 @@ public:
     const QpCounters& counters() const { return counters_; }
     size_t rx_lookahead() const { return rx_.lookahead; }  // resolved at attach_connection
     // The socket's congestion control after attach_connection (Config::tcp_congestion).
-    const std::string& tcp_congestion() const { return tcp_congestion_; }
+    const std::string& tcp_congestion() const { return conn_.tcp_congestion; }
     TerminateRecord last_terminate_sent() const;
     TerminateRecord last_terminate_received() const;
-    uint32_t mulpdu() const { return mulpdu_; }
+    uint32_t mulpdu() const { return conn_.mulpdu; }
 
     // ---- engine ------------------------------------------------------------
     // Drive the receive path until the socket would block.  try_rx_progress
@@ -205,7 +198,7 @@ public:
         return local_write_target_.load(std::memory_order_relaxed) >
                local_write_placed_.load(std::memory_order_relaxed);
     }
-    uint64_t connection_id() const { return conn_id_.load(std::memory_order_relaxed); }
+    uint64_t connection_id() const { return conn_.id.load(std::memory_order_relaxed); }
     static constexpr int64_t local_place_wait_ns = 10'000'000;  // pathological delays only
 
 private:
@@ -218,6 +211,9 @@ private:
 
     // ---------------- receive side (receive_path.h) ----------------
     using RxTarget = ReceivePath::RxTarget;
+
+    // ---------------- connection (qp_connection.h) ----------------
+    using PeerWakeup = QpConnection::PeerWakeup;
 
     // -- tx_engine.cpp
     // sq_lock_ held; budget: octets to frame before yielding to other QPs (engine)
@@ -375,67 +371,21 @@ private:
     // live there, where other processes read them (status_publisher.h).
     PublishedQp published_{qp_num_};
     std::atomic<QpState>& state_ = published_.slot().state;
-    std::function<void(QpConnectionEvent)> conn_handler_;
-    std::mutex handler_lock_;
 
     // connection
     std::atomic<int> fd_{-1};
-    ConnectionParams params_;
-    uint32_t mulpdu_ = wire::mpa_mulpdu_max;
-    int64_t mulpdu_checked_ns_ = 0;    // sq_lock_: when TCP_MAXSEG was last read (tx_follow_emss_locked)
-    static constexpr int64_t mulpdu_check_interval_ns = 1'000'000;
-    uint16_t ord_ = 0;   // outbound Reads in flight allowed
-    uint16_t ird_ = 0;   // inbound Reads queued allowed
-    // IB transport timers (timeout, retry_cnt, rnr_retry, min_rnr_timer):
-    // TCP retransmits for an RNIC, so they only read back as they were set,
-    // as applications and rdma-core's tests expect of a device.
-    struct IbTimers {
-        uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
-    } ib_timers_;
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
     // rx_post_assist.cpp (sq_lock_)
     uint32_t rx_assist_posts_ = 0;       // posts since the last look
     uint64_t rx_assist_reads_seen_ = 0;  // counters_.rx_syscalls at the last look that saw it move
     int64_t rx_assist_since_ns_ = 0;     // ... and when
-    bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
-    // ... or until this time (client/server mode; first_fpdus.cpp)
-    std::optional<std::chrono::steady_clock::time_point> tx_gate_deadline_;
-    // first_fpdus.cpp (sq_lock_): the wake-ups of a peer that may have left
-    // our first FPDUs unread.
-    enum class PeerWakeup : uint8_t {
-        after_gate,  // Responder: scheduled once its wait for the Initiator ends
-        scheduled,   // at wakeup_epoch_ + the delay of wakeup_step_
-        done,        // the peer read our stream, the steps ran out, or off
-    };
-    PeerWakeup wakeup_state_ = PeerWakeup::done;
-    uint8_t wakeup_step_ = 0;
-    bool wakeup_pending_tx_ = false;  // one to send at the next message boundary
-    std::chrono::steady_clock::time_point wakeup_epoch_{};
-    std::atomic<bool> rx_first_fpdu_seen_{false};
-    bool rtr_pending_tx_ = false;    // initiator: RTR still to send
-    bool rtr_expect_rx_ = false;     // responder: next FPDU is the RTR
-    bool rtr_read_response_expected_ = false;  // initiator sent a Read RTR
-    bool closing_ = false;           // disconnect() requested: FIN after the SQ drains
-    bool fin_sent_ = false;
-    // sq_lock_: a FIN queued behind octets TCP has not sent (fin_stall.cpp).
-    int fin_stall_unsent_ = 0;                      // those octets at the last look; 0: not watching
-    std::chrono::steady_clock::time_point fin_stall_next_{};  // the next look
     std::atomic<bool> peer_fin_{false};  // FIN read: no more receiving; close once our TX is out
-    std::atomic<int64_t> rx_last_message_ns_{0};  // fin_grace.cpp: coarse clock, 0: none yet
-    std::optional<std::chrono::steady_clock::time_point> linger_fin_at_;  // shutdown_locked -> linger_after_destroy
-    bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
-    std::atomic<int> tx_error_{0};   // the socket error a sendmsg took (ECONNRESET, ETIMEDOUT), 0: none
     std::atomic<bool> destroyed_{false};
-    bool conn_event_sent_ = false;
-    std::optional<AsyncEventType> pending_async_;
-    std::optional<QpConnectionEvent> pending_conn_;
-    std::atomic<bool> deferred_{false};
-    std::atomic<bool> rq_flush_pending_{false};   // the one final connection event of this attachment went out
+    QpConnection conn_;  // qp_connection.h
 
     mutable std::mutex sq_lock_;
     SendPath tx_;
-    TerminateRecord term_sent_, term_received_;
 
     // receive queue
     std::mutex rq_lock_;
@@ -448,7 +398,6 @@ private:
     // The current segment's DDP header: beside the receive path's members
     // (rx_rnr_wait.cpp reads it too).
     wire::DdpHeader rx_hdr_{};
-    std::string tcp_congestion_;              // set once at attach, before the socket goes live
     // Parked on the header of a Send with no receive posted (rx_rnr_wait.cpp).
     bool rx_rnr_parked_ = false;
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
@@ -475,8 +424,7 @@ private:
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
     bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted (immediate_data.cpp)
 
-    // local_peer.cpp.  Stream octets since attach: tx_.stream_sent and rx_.stream_read.
-    std::atomic<uint64_t> conn_id_{0};            // this attachment (rx_lock_ + sq_lock_ to change)
+    // local_peer.cpp (with tx_.stream_sent, rx_.stream_read and conn_.id).
     std::atomic<bool> local_peer_linked_{false};  // the peer QP is in this process
     std::mutex local_peer_lock_;                  // local_peer_, local_peer_conn_
     std::weak_ptr<QueuePair> local_peer_;

@@ -126,16 +126,16 @@ void QueuePair::rx_kick_tx()
 
 void QueuePair::drain_deferred()
 {
-    if (!deferred_.load(std::memory_order_acquire)) return;
+    if (!conn_.deferred.load(std::memory_order_acquire)) return;
     std::optional<AsyncEventType> a;
     std::optional<QpConnectionEvent> c;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        a = pending_async_;
-        c = pending_conn_;
-        pending_async_.reset();
-        pending_conn_.reset();
-        deferred_.store(false, std::memory_order_release);
+        a = conn_.pending_async;
+        c = conn_.pending_conn;
+        conn_.pending_async.reset();
+        conn_.pending_conn.reset();
+        conn_.deferred.store(false, std::memory_order_release);
     }
     if (a && !destroyed_) emit_async(*a);
     if (c) emit_connection_event(*c);
@@ -143,12 +143,12 @@ void QueuePair::drain_deferred()
 
 void QueuePair::defer_locked(std::optional<AsyncEventType> a, std::optional<QpConnectionEvent> c)
 {
-    if (a && !pending_async_) pending_async_ = a;
-    if (c && !conn_event_sent_) {
-        pending_conn_ = c;
-        conn_event_sent_ = true;
+    if (a && !conn_.pending_async) conn_.pending_async = a;
+    if (c && !conn_.event_sent) {
+        conn_.pending_conn = c;
+        conn_.event_sent = true;
     }
-    deferred_.store(true, std::memory_order_release);
+    conn_.deferred.store(true, std::memory_order_release);
 }
 
 // Copy of payload octets that arrived in the staging buffer.
@@ -205,7 +205,7 @@ void QueuePair::rx_locked()
 {
     // Read first: an exchange is a locked instruction, and this runs on
     // every empty poll.
-    if (rq_flush_pending_.load(std::memory_order_relaxed) && rq_flush_pending_.exchange(false)) flush_rq();
+    if (conn_.rq_flush_pending.load(std::memory_order_relaxed) && conn_.rq_flush_pending.exchange(false)) flush_rq();
     const int fd = fd_.load(std::memory_order_acquire);
     if (fd < 0 || peer_fin_.load(std::memory_order_relaxed)) return;
     // Parked on a Send header: retry its placement (a receive may be posted
@@ -367,7 +367,7 @@ bool QueuePair::rx_on_segment_header()
     rx_.target = RxTarget::none;
     rx_.dest_count = 0;
     const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
-    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_, .version = params_.ddp_rdmap_version})) {
+    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_, .version = conn_.params.ddp_rdmap_version})) {
         rx_fail(*err, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
@@ -431,7 +431,7 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
     bool fail = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        if (rtr_read_response_expected_) {
+        if (conn_.rtr_read_response_expected) {
             // The answer to our own Read RTR: absorbed, no WR (RFC 6581 §9.2).
             if (len == 0 && h.control.last) {
                 rx_.rtr_absorb = true;
@@ -488,7 +488,7 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
                 WcStatus::success);
         return false;
     }
-    if (rtr_expect_rx_ && !rx_.send_active && len == 0 && h.control.last && h.mo == 0) {
+    if (conn_.rtr_expect_rx && !rx_.send_active && len == 0 && h.control.last && h.mo == 0) {
         rx_.rtr_absorb = true;  // zero-length Send RTR: no WQE, no CQE (decision 8)
         return true;
     }
@@ -574,7 +574,7 @@ bool QueuePair::rx_on_segment_end()
     case wire::RdmapOpcode::rdma_read_response: {
         std::lock_guard<std::mutex> g(sq_lock_);
         if (absorb) {
-            rtr_read_response_expected_ = false;
+            conn_.rtr_read_response_expected = false;
             peer_read_our_stream_locked();  // it answered our RTR
             break;
         }
@@ -634,10 +634,10 @@ bool QueuePair::rx_on_segment_end()
     }
     if (!ok) return false;
     if (rx_hdr_.control.last && !absorb) note_peer_message();  // fin_grace.cpp
-    if (!rx_first_fpdu_seen_.load(std::memory_order_relaxed) && !rx_first_fpdu_seen_.exchange(true)) {
-        rtr_expect_rx_ = false;
+    if (!conn_.rx_first_fpdu_seen.load(std::memory_order_relaxed) && !conn_.rx_first_fpdu_seen.exchange(true)) {
+        conn_.rtr_expect_rx = false;
         std::lock_guard<std::mutex> g(sq_lock_);
-        if (!tx_gate_open_) {
+        if (!conn_.tx_gate_open) {
             // Responder: the Initiator's first FPDU arrived and validated; we
             // may speak now (RFC 5044 §7.1.2 rule 4).
             open_tx_gate_locked();
@@ -645,10 +645,10 @@ bool QueuePair::rx_on_segment_end()
         }
         // A peer's QP owns its socket before it sends: an Initiator's always,
         // a Responder's once it has our RTR (siw_proc_mpareply, siw_accept).
-        if (params_.role == ConnectionRole::responder || params_.rtr != RtrType::none)
+        if (conn_.params.role == ConnectionRole::responder || conn_.params.rtr != RtrType::none)
             peer_read_our_stream_locked();
     }
-    rtr_expect_rx_ = false;
+    conn_.rtr_expect_rx = false;
     return true;
 }
 
@@ -662,7 +662,7 @@ bool QueuePair::rx_handle_read_request()
                 WcStatus::success);
         return false;
     }
-    const bool is_rtr = rtr_expect_rx_ && rr->rdma_read_message_size == 0;
+    const bool is_rtr = conn_.rtr_expect_rx && rr->rdma_read_message_size == 0;
     MemoryRegion* source = nullptr;
     if (rr->rdma_read_message_size > 0) {
         StagError e;
@@ -686,7 +686,7 @@ bool QueuePair::rx_handle_read_request()
         std::lock_guard<std::mutex> g(sq_lock_);
         // RDMAP-023: more outstanding Read Requests than our IRD is a protocol
         // error.  The Read RTR is answered whatever the IRD (RFC 6581 §9.1).
-        if (!is_rtr && tx_.irq_count >= ird_) {
+        if (!is_rtr && tx_.irq_count >= conn_.ird) {
             overflow = true;
             count(counters_.rx_reads_over_ird);
         } else if (tx_.irq_count >= tx_.irq.size()) {
@@ -721,11 +721,11 @@ void QueuePair::rx_handle_terminate(uint32_t body_len)
     rx_.dead = true;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        term_received_.valid = true;
-        term_received_.code = msg.control.code;
+        conn_.term_received.valid = true;
+        conn_.term_received.code = msg.control.code;
         count(counters_.terminates_received[static_cast<size_t>(msg.control.code.layer) % 3]);
-        term_received_.had_ddp_header = msg.control.d;
-        term_received_.had_rdma_header = msg.control.r;
+        conn_.term_received.had_ddp_header = msg.control.d;
+        conn_.term_received.had_rdma_header = msg.control.r;
         IWEMU_LOG(info, "qp %u: Terminate received %u/%u/0x%02x", qp_num_,
                   static_cast<unsigned>(msg.control.code.layer), msg.control.code.etype, msg.control.code.error_code);
         // The oldest WR that reached the wire is the one the peer refused.
@@ -738,13 +738,13 @@ void QueuePair::rx_handle_terminate(uint32_t body_len)
             }
         }
         // We may stop sending (RFC 5040 §5.4): close our half gracefully.
-        tx_stopped_ = true;
+        conn_.tx_stopped = true;
         const int fd = fd_.load();
-        if (fd >= 0 && !fin_sent_) {
+        if (fd >= 0 && !conn_.fin_sent) {
             if (capture::on()) capture::shutdown_wr(fd);
             ::shutdown(fd, SHUT_WR);
         }
-        fin_sent_ = true;
+        conn_.fin_sent = true;
         state_.store(on_iwarp_event(state_.load(), IwarpEvent::terminate_received));
         state_.store(QpState::err);
         flush_locked();
@@ -803,7 +803,7 @@ void QueuePair::rx_odp_fail()
 
 void QueuePair::rx_connection_lost(int err)
 {
-    if (err == 0) err = tx_error_.load(std::memory_order_relaxed);  // EOF after the error sendmsg took
+    if (err == 0) err = conn_.tx_error.load(std::memory_order_relaxed);  // EOF after the error sendmsg took
     IWEMU_LOG(info, "qp %u: connection %s (%s)", qp_num_, err ? "lost" : "closed by peer",
               err ? std::strerror(err) : "FIN");
     if (rx_.mr) {
@@ -820,7 +820,7 @@ void QueuePair::rx_connection_lost(int err)
             flush = true;
         }
         flush_locked();
-        if (err == 0 && (tx_.iov_count > 0 || (tx_.terminate_pending && !tx_.terminate_sent && !tx_stopped_))) {
+        if (err == 0 && (tx_.iov_count > 0 || (tx_.terminate_pending && !tx_.terminate_sent && !conn_.tx_stopped))) {
             // Half-close (RFC 5041 §6.2.1): the peer still reads; let our
             // Terminate (and the FPDUs queued before it) leave, then close.
             epollout_ = true;
@@ -836,7 +836,7 @@ void QueuePair::rx_connection_lost(int err)
         defer_locked(dead_path ? std::optional(AsyncEventType::qp_fatal) : std::nullopt,
                      err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
     }
-    if ((flush && !(err == 0 && params_.keep_rq_on_peer_close)) || rx_.send_active) flush_rq();
+    if ((flush && !(err == 0 && conn_.params.keep_rq_on_peer_close)) || rx_.send_active) flush_rq();
 }
 
 }  // namespace iwemu

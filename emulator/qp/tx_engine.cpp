@@ -167,8 +167,8 @@ bool QueuePair::tx_add_fpdu_locked(std::span<const uint8_t> header, std::span<co
     if (tx_.slot_first + tx_.slot_count >= SendPath::tx_slots) return false;
     TxSlot& slot = tx_.slots[tx_.slot_first + tx_.slot_count];
     const size_t used = tx_.iov_first + tx_.iov_count;
-    const wire::FpduFraming framing{params_.tx.crc, params_.tx.markers, params_.ddp_rdmap_version,
-                                    params_.ddp_rdmap_version};
+    const wire::FpduFraming framing{conn_.params.tx.crc, conn_.params.tx.markers, conn_.params.ddp_rdmap_version,
+                                    conn_.params.ddp_rdmap_version};
     const auto st = slot.gather.build(header, payload, tx_.stream_offset, framing,
                                       std::span<iovec>(tx_.iov.data() + used, tx_.iov.size() - used));
     if (st == wire::FpduGather::Status::iov_too_small && tx_.slot_count > 0) return false;
@@ -205,7 +205,7 @@ void QueuePair::tx_local_error_locked(SendWqe& w, WcStatus status)
     queue_terminate_locked(code, {}, std::nullopt);
     state_.store(QpState::err);
     flush_locked();
-    rq_flush_pending_.store(true);
+    conn_.rq_flush_pending.store(true);
     defer_locked(AsyncEventType::qp_fatal, std::nullopt);
 }
 
@@ -232,11 +232,11 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
         }
         if (w.opcode == WrOpcode::bind_mw) return tx_bind_mw_locked(w);  // memory_window.cpp
         if (awaits_response(w.opcode)) {  // Reads and atomics share ORD (RFC 7306 §5.2)
-            if (ord_ == 0) {
+            if (conn_.ord == 0) {
                 tx_local_error_locked(w, WcStatus::loc_qp_op_err);
                 return true;
             }
-            if (tx_.orq_count >= ord_) return false;  // wait for a Read Response
+            if (tx_.orq_count >= conn_.ord) return false;  // wait for a Read Response
         }
         if ((w.flags & send_fence) && tx_.orq_count > 0) return false;
         WcStatus st = WcStatus::success;
@@ -261,7 +261,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     case WrOpcode::send:
     case WrOpcode::send_with_inv: {
         const bool inv = w.opcode == WrOpcode::send_with_inv;
-        seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, mulpdu_ - wire::ddp_untagged_header_size));
+        seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, conn_.mulpdu - wire::ddp_untagged_header_size));
         h.control = {false, tx_.offset + seg == w.length, 0, wire::ddp_version};
         h.rsvdulp0 = wire::encode_rdmap_control(
             wire::RdmapControl{wire::rdmap_version, 0, rdmap_send_opcode(w.flags, inv)});
@@ -274,7 +274,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     }
     case WrOpcode::rdma_write:
     case WrOpcode::rdma_write_with_imm:  // the Write part, even zero-length (immediate_data.cpp)
-        seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, mulpdu_ - wire::ddp_tagged_header_size));
+        seg = static_cast<uint32_t>(std::min<uint64_t>(remaining, conn_.mulpdu - wire::ddp_tagged_header_size));
         h.control = {true, tx_.offset + seg == w.length, 0, wire::ddp_version};
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_write);
         h.stag = w.rkey;
@@ -346,14 +346,14 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
 // a message is cut to one MULPDU from its first FPDU to its last.
 void QueuePair::tx_follow_emss_locked(uint64_t message_length)
 {
-    if (params_.mulpdu_fixed || message_length + wire::ddp_untagged_header_size <= mulpdu_) return;
+    if (conn_.params.mulpdu_fixed || message_length + wire::ddp_untagged_header_size <= conn_.mulpdu) return;
     const int64_t now = CompletionQueue::now_ns();
-    if (now - mulpdu_checked_ns_ < mulpdu_check_interval_ns) return;
-    mulpdu_checked_ns_ = now;
-    const std::optional<uint32_t> mulpdu = mulpdu_of_emss(fd_.load(std::memory_order_relaxed), params_.tx.markers);
-    if (!mulpdu || *mulpdu == mulpdu_) return;
-    IWEMU_LOG(debug, "qp %u: MULPDU %u -> %u (EMSS changed)", qp_num_, mulpdu_, *mulpdu);
-    mulpdu_ = *mulpdu;
+    if (now - conn_.mulpdu_checked_ns < QpConnection::mulpdu_check_interval_ns) return;
+    conn_.mulpdu_checked_ns = now;
+    const std::optional<uint32_t> mulpdu = mulpdu_of_emss(fd_.load(std::memory_order_relaxed), conn_.params.tx.markers);
+    if (!mulpdu || *mulpdu == conn_.mulpdu) return;
+    IWEMU_LOG(debug, "qp %u: MULPDU %u -> %u (EMSS changed)", qp_num_, conn_.mulpdu, *mulpdu);
+    conn_.mulpdu = *mulpdu;
 }
 
 std::optional<uint32_t> QueuePair::mulpdu_of_emss(int fd, bool markers)
@@ -374,7 +374,7 @@ bool QueuePair::tx_build_read_response_segment_locked()
         tx_follow_emss_locked(j.size);
     }
     const uint32_t remaining = j.size - static_cast<uint32_t>(tx_.offset);
-    const uint32_t seg = std::min<uint32_t>(remaining, mulpdu_ - wire::ddp_tagged_header_size);
+    const uint32_t seg = std::min<uint32_t>(remaining, conn_.mulpdu - wire::ddp_tagged_header_size);
     const bool last = tx_.offset + seg == j.size;
     uint8_t hdr[wire::ddp_tagged_header_size];
     wire::DdpHeader h;
@@ -401,7 +401,7 @@ bool QueuePair::tx_build_read_response_segment_locked()
 
 bool QueuePair::tx_build_next_locked()
 {
-    if (!tx_gate_open_) {
+    if (!conn_.tx_gate_open) {
         // Local operations need no wire: a Local Invalidate or a Bind at the
         // head runs even while a Responder still waits for the first inbound FPDU.
         if (tx_.msg == TxMessage::none && tx_.sq_tx < tx_.sq_tail && state_.load() == QpState::rts &&
@@ -410,7 +410,7 @@ bool QueuePair::tx_build_next_locked()
             return tx_build_sq_segment_locked(tx_.sq[tx_.sq_tx % tx_.sq.size()]);
         return false;
     }
-    if (tx_stopped_ || tx_.terminate_in_batch) return false;
+    if (conn_.tx_stopped || tx_.terminate_in_batch) return false;
     if (tx_.terminate_pending) {
         // Terminate goes out at the next FPDU boundary and is the last FPDU.
         if (!tx_build_control_locked(TxSlot::Action::terminate_sent, {tx_.terminate_ulpdu.data(), tx_.terminate_len}))
@@ -418,9 +418,9 @@ bool QueuePair::tx_build_next_locked()
         tx_.terminate_in_batch = true;
         return true;
     }
-    if (rtr_pending_tx_) {
+    if (conn_.rtr_pending_tx) {
         if (!tx_build_control_locked(TxSlot::Action::rtr_sent, {tx_.control_ulpdu.data(), tx_.control_len})) return false;
-        rtr_pending_tx_ = false;
+        conn_.rtr_pending_tx = false;
         return true;
     }
     switch (tx_.msg) {
@@ -428,11 +428,11 @@ bool QueuePair::tx_build_next_locked()
     case TxMessage::sq: return tx_build_sq_segment_locked(tx_.sq[tx_.sq_tx % tx_.sq.size()]);
     default: break;
     }
-    if (wakeup_pending_tx_ && !tx_.imm_next) return tx_build_wakeup_locked();  // first_fpdus.cpp
+    if (conn_.wakeup_pending_tx && !tx_.imm_next) return tx_build_wakeup_locked();  // first_fpdus.cpp
     const bool irq_ready = tx_.irq_built < tx_.irq_count;
     const QpState st = state_.load(std::memory_order_relaxed);
     // SQD drains what was posted before the transition too (the CM's graceful close).
-    const bool sq_ready = tx_.sq_tx < tx_.sq_tail && (st == QpState::rts || (st == QpState::sqd && closing_));
+    const bool sq_ready = tx_.sq_tx < tx_.sq_tail && (st == QpState::rts || (st == QpState::sqd && conn_.closing));
     if (irq_ready && (!sq_ready || tx_.prefer_irq)) {
         tx_.prefer_irq = false;
         return tx_build_read_response_segment_locked();
@@ -480,15 +480,15 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         break;
     case TxSlot::Action::terminate_sent: {
         tx_.terminate_sent = true;
-        tx_stopped_ = true;
+        conn_.tx_stopped = true;
         // Nothing follows a Terminate (RFC 5040 §5.4); close our half
         // gracefully so the Terminate arrives (RFC 5040 §6.2.1).
         const int fd = fd_.load(std::memory_order_relaxed);
-        if (fd >= 0 && !fin_sent_) {
+        if (fd >= 0 && !conn_.fin_sent) {
             if (capture::on()) capture::shutdown_wr(fd);
             ::shutdown(fd, SHUT_WR);
         }
-        fin_sent_ = true;
+        conn_.fin_sent = true;
         // Only now is the end of the stream final for the CM: an application
         // that destroys the QP on DISCONNECTED no longer cuts the Terminate off.
         defer_locked(std::nullopt, QpConnectionEvent::terminated);
@@ -521,8 +521,8 @@ bool QueuePair::tx_flush_batch_locked()
             // RST, a liveness timeout) a read sees EOF, which must not pass
             // for the peer's FIN.  EPIPE reports nothing new: a read took
             // the error, or our own FIN went.
-            if (errno != EPIPE) tx_error_.store(errno, std::memory_order_relaxed);
-            tx_stopped_ = true;
+            if (errno != EPIPE) conn_.tx_error.store(errno, std::memory_order_relaxed);
+            conn_.tx_stopped = true;
             set_epollout_locked(false);
             // Nothing more can leave: drop the batch, or a close waiting
             // for it (close_after_tx_locked) would wait forever.
@@ -565,7 +565,7 @@ bool QueuePair::tx_flush_batch_locked()
 void QueuePair::close_after_tx_locked()
 {
     if (peer_fin_.load(std::memory_order_relaxed) && tx_.iov_count == 0 && fd_.load(std::memory_order_relaxed) >= 0 &&
-        (tx_stopped_ || !tx_.terminate_pending || tx_.terminate_sent))
+        (conn_.tx_stopped || !tx_.terminate_pending || tx_.terminate_sent))
         close_socket_locked(false);
 }
 
@@ -575,7 +575,7 @@ void QueuePair::tx_locked(size_t budget)
     size_t framed = 0;
     for (;;) {
         if (tx_.iov_count > 0 && !tx_flush_batch_locked()) return;
-        if (tx_stopped_ || fd_.load(std::memory_order_relaxed) < 0) {
+        if (conn_.tx_stopped || fd_.load(std::memory_order_relaxed) < 0) {
             close_after_tx_locked();
             return;
         }
@@ -592,12 +592,12 @@ void QueuePair::tx_locked(size_t budget)
     close_after_tx_locked();
     if (fd_.load(std::memory_order_relaxed) < 0) return;
     // Graceful disconnect: FIN once everything owed has left (RFC 5041 §6.2.1).
-    if (closing_ && !fin_sent_ && tx_.sq_tx == tx_.sq_tail && tx_.irq_count == 0 && tx_.msg == TxMessage::none &&
+    if (conn_.closing && !conn_.fin_sent && tx_.sq_tx == tx_.sq_tail && tx_.irq_count == 0 && tx_.msg == TxMessage::none &&
         fin_may_go_locked()) {
         const int fd = fd_.load(std::memory_order_relaxed);
         if (capture::on()) capture::shutdown_wr(fd);
         ::shutdown(fd, SHUT_WR);
-        fin_sent_ = true;
+        conn_.fin_sent = true;
         IWEMU_LOG(debug, "qp %u: FIN sent (disconnect)", qp_num_);
         fin_stall_arm_locked();
     }
@@ -606,7 +606,7 @@ void QueuePair::tx_locked(size_t budget)
 void QueuePair::queue_terminate_locked(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                                        std::optional<uint16_t> seg_len)
 {
-    if (tx_.terminate_pending || tx_.terminate_sent || tx_stopped_) return;  // at most one (RFC 5040 §5.4)
+    if (tx_.terminate_pending || tx_.terminate_sent || conn_.tx_stopped) return;  // at most one (RFC 5040 §5.4)
     wire::TerminateCause cause{code, offending, seg_len};
     tx_.terminate_len = wire::build_terminate_ulpdu(cause, tx_.msn[2]++, tx_.terminate_ulpdu);
     if (tx_.terminate_len == 0) return;
@@ -621,16 +621,16 @@ void QueuePair::queue_terminate_locked(const wire::TerminateCode& code, std::spa
         tx_.batch_bytes = tx_.slots[tx_.slot_first].wire_length;
         tx_.stream_offset = tx_.slots[tx_.slot_first].gather.next_stream_offset();  // markers stay in place
     }
-    term_sent_.valid = true;
-    term_sent_.code = code;
+    conn_.term_sent.valid = true;
+    conn_.term_sent.code = code;
     count(counters_.terminates_sent[static_cast<size_t>(code.layer) % 3]);
     if (code.layer == wire::TerminateLayer::llp && code.error_code == wire::ecode::mpa_crc_error)
         count(counters_.rx_crc_errors);
-    term_sent_.had_ddp_header = !offending.empty();
-    term_sent_.had_rdma_header = offending.size() > wire::ddp_untagged_header_size;
+    conn_.term_sent.had_ddp_header = !offending.empty();
+    conn_.term_sent.had_rdma_header = offending.size() > wire::ddp_untagged_header_size;
     // Responder before the first inbound FPDU: the rule against early FPDUs
     // yields to error reporting (the connection is dead anyway).
-    tx_gate_open_ = true;
+    conn_.tx_gate_open = true;
     IWEMU_LOG(info, "qp %u: Terminate %u/%u/0x%02x queued", qp_num_, static_cast<unsigned>(code.layer),
               code.etype, code.error_code);
 }
