@@ -117,8 +117,7 @@ bool QueuePair::tx_build_atomic_request_locked(SendWqe& w)
     if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, tx_.sq_tx)) return false;
     w.atomic_id = msn;
     ++tx_.msn[1];  // shares the Read Request sequence (RFC 7306 §5.2)
-    tx_.orq[(tx_.orq_head + tx_.orq_count) % tx_.orq.size()] = tx_.sq_tx;
-    ++tx_.orq_count;
+    tx_.orq_push(tx_.sq_tx);
     tx_.msg = TxMessage::none;
     tx_.offset = 0;
     ++tx_.sq_tx;
@@ -136,7 +135,7 @@ bool QueuePair::rx_handle_atomic_response()
     bool fail = false, local_fault = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        SendWqe* w = tx_.orq_count ? &tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()] : nullptr;
+        SendWqe* w = tx_.orq_count ? &tx_.orq_front() : nullptr;
         if (!w || !is_atomic(w->opcode)) {
             err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or a Read's turn
             fail = true;
@@ -170,8 +169,7 @@ bool QueuePair::rx_handle_atomic_response()
         if (!fail && !local_fault) {
             ++rx_.msn[3];
             w->phase = WqePhase::done;
-            tx_.orq_head = (tx_.orq_head + 1) % tx_.orq.size();
-            --tx_.orq_count;
+            tx_.orq_pop();
             sq_complete_in_order_locked();
             rx_tx_kick_ = true;  // an ORD slot is free again
         }
@@ -271,7 +269,7 @@ bool QueuePair::tx_build_atomic_response_locked(ReadResponseJob& j)
         // their source at sendmsg(): the operation waits until they left.
         // Earlier Atomic Responses carry their value in the FPDU header.
         for (uint32_t i = 0; i < tx_.irq_built; ++i) {
-            const ReadResponseJob& e = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
+            const ReadResponseJob& e = tx_.irq_at(i);
             if (!e.atomic && e.size > 0) return false;
         }
         const AtomicOperands& op = tx_.atomic_ops[(tx_.irq_head + tx_.irq_built) % tx_.irq.size()];

@@ -72,7 +72,7 @@ QueuePair::~QueuePair()
     const int fd = fd_.load();
     if (fd >= 0) ::close(fd);
     for (uint32_t i = 0; i < tx_.irq_count; ++i) {
-        ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
+        ReadResponseJob& j = tx_.irq_at(i);
         if (j.source) StagTable::release(j.source);
     }
     if (rx_.mr) StagTable::release(rx_.mr);
@@ -254,7 +254,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             complete(init_.send_cq, c, false);
             continue;
         }
-        SendWqe& w = tx_.sq[tx_.sq_tail % tx_.sq.size()];
+        SendWqe& w = tx_.wqe(tx_.sq_tail);
         w.wr_id = wr.wr_id;
         w.opcode = wr.opcode;
         w.flags = wr.send_flags;
@@ -424,8 +424,7 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         rx_.write_open = false;
         rx_rnr_parked_ = rx_read_paused_ = rx_rnr_fin_heard_ = false;
         tx_.stream_offset = 0;
-        tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
-        tx_.slot_sent_bytes = tx_.batch_bytes = 0;
+        tx_.reset_batch();
         // A new stream: local_peer.cpp counts it from here on both ends.
         tx_.stream_sent = rx_.stream_read = 0;
         const uint64_t conn = next_stream_id();
@@ -649,8 +648,7 @@ void QueuePair::detach_socket_locked()
     epollout_ = false;
     tx_.backlog.store(false, std::memory_order_relaxed);
     // Pinned tagged target of a half-placed segment.
-    tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
-    tx_.slot_sent_bytes = tx_.batch_bytes = 0;
+    tx_.reset_batch();
 }
 
 void QueuePair::shutdown_for_destroy()
@@ -751,7 +749,7 @@ int QueuePair::shutdown_locked(bool linger)
         close_socket_locked(!clean);
     }
     for (uint32_t i = 0; i < tx_.irq_count; ++i) {
-        ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
+        ReadResponseJob& j = tx_.irq_at(i);
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
@@ -776,7 +774,7 @@ void QueuePair::sq_complete_in_order_locked()
 {
     // RFC 5040 §5.5 rule 17/18: work requests complete in posting order.
     while (tx_.sq_head < tx_.sq_tx) {
-        SendWqe& w = tx_.sq[tx_.sq_head % tx_.sq.size()];
+        SendWqe& w = tx_.wqe(tx_.sq_head);
         if (w.phase != WqePhase::done) break;
         if (w.status != WcStatus::success || (w.flags & send_signaled) || init_.sq_sig_all) {
             Completion c;
@@ -797,7 +795,7 @@ void QueuePair::flush_locked()
     // already carries), in order.  Error completions are generated for
     // unsignaled WRs too (IB spec 10.8.3).
     for (uint64_t i = tx_.sq_head; i < tx_.sq_tail; ++i) {
-        SendWqe& w = tx_.sq[i % tx_.sq.size()];
+        SendWqe& w = tx_.wqe(i);
         if (w.phase == WqePhase::done) continue;
         if (w.status == WcStatus::success) w.status = WcStatus::wr_flush_err;
         w.phase = WqePhase::done;
@@ -806,7 +804,7 @@ void QueuePair::flush_locked()
     sq_complete_in_order_locked();
     tx_.orq_head = tx_.orq_count = 0;
     for (uint32_t i = 0; i < tx_.irq_count; ++i) {
-        ReadResponseJob& j = tx_.irq[(tx_.irq_head + i) % tx_.irq.size()];
+        ReadResponseJob& j = tx_.irq_at(i);
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }

@@ -439,11 +439,11 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
             }
             err = rdmap_op(ec::rdmap_unexpected_opcode);
             fail = true;
-        } else if (tx_.orq_count == 0 || tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()].opcode != WrOpcode::rdma_read) {
+        } else if (tx_.orq_count == 0 || tx_.orq_front().opcode != WrOpcode::rdma_read) {
             err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or an atomic's turn
             fail = true;
         } else {
-            SendWqe& w = tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()];
+            SendWqe& w = tx_.orq_front();
             const uint32_t sink_stag = w.num_sge ? w.sge[0].lkey : 0;
             const uint64_t sink_to = w.num_sge ? w.sge[0].addr : 0;
             if (len > 0) {
@@ -579,13 +579,12 @@ bool QueuePair::rx_on_segment_end()
             break;
         }
         if (tx_.orq_count == 0) break;  // flushed meanwhile
-        SendWqe& w = tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()];
+        SendWqe& w = tx_.orq_front();
         w.placed += plen;
         if (rx_hdr_.control.last) {
             // The Read completes when its Response is delivered (RFC 5040 §5.5 rule 19).
             w.phase = WqePhase::done;
-            tx_.orq_head = (tx_.orq_head + 1) % tx_.orq.size();
-            --tx_.orq_count;
+            tx_.orq_pop();
             sq_complete_in_order_locked();
             rx_tx_kick_ = true;  // an ORD slot is free again
         }
@@ -692,7 +691,7 @@ bool QueuePair::rx_handle_read_request()
         } else if (tx_.irq_count >= tx_.irq.size()) {
             overflow = true;
         } else {
-            ReadResponseJob& j = tx_.irq[(tx_.irq_head + tx_.irq_count) % tx_.irq.size()];
+            ReadResponseJob& j = tx_.irq_at(tx_.irq_count);
             j.atomic = false;
             j.sink_stag = rr->data_sink_stag;
             j.sink_to = rr->data_sink_to;
@@ -731,7 +730,7 @@ void QueuePair::rx_handle_terminate(uint32_t body_len)
         // The oldest WR that reached the wire is the one the peer refused.
         const WcStatus st = status_for_terminate(msg.control.code);
         for (uint64_t i = tx_.sq_head; i < tx_.sq_tx || (i < tx_.sq_tail && i == tx_.sq_tx && tx_.msg == TxMessage::sq); ++i) {
-            SendWqe& w = tx_.sq[i % tx_.sq.size()];
+            SendWqe& w = tx_.wqe(i);
             if (w.phase == WqePhase::sending || w.phase == WqePhase::awaiting_response) {
                 w.status = st;
                 break;
@@ -794,7 +793,7 @@ void QueuePair::rx_odp_fail()
         if (static_cast<wire::RdmapOpcode>(rx_.opcode) == wire::RdmapOpcode::rdma_read_response) {
             // The Read WR the Response answers keeps that status through the flush.
             std::lock_guard<std::mutex> g(sq_lock_);
-            if (tx_.orq_count > 0) tx_.sq[tx_.orq[tx_.orq_head % tx_.orq.size()] % tx_.sq.size()].status = WcStatus::loc_prot_err;
+            if (tx_.orq_count > 0) tx_.orq_front().status = WcStatus::loc_prot_err;
         }
         rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                 AsyncEventType::qp_fatal, WcStatus::loc_prot_err);

@@ -91,6 +91,28 @@ struct SendPath {
 
     // Allocates the ring for `cap` (QP creation): posting never allocates.
     void init(const QpCap& cap);
+    // The SQ slot of WQE number `index` (a running count: the ring wraps).
+    SendWqe& wqe(uint64_t index) { return sq[index % sq.size()]; }
+    // ORQ: the oldest Read / Atomic awaiting its response, a new one, retiring it.
+    SendWqe& orq_front() { return wqe(orq[orq_head % orq.size()]); }
+    void orq_push(uint64_t sq_index)
+    {
+        orq[(orq_head + orq_count) % orq.size()] = sq_index;
+        ++orq_count;
+    }
+    void orq_pop()
+    {
+        orq_head = (orq_head + 1) % orq.size();
+        --orq_count;
+    }
+    // IRQ: the job `i` places after the oldest.
+    ReadResponseJob& irq_at(uint32_t i) { return irq[(irq_head + i) % irq.size()]; }
+    // The batch is empty: nothing framed waits for sendmsg.
+    void reset_batch()
+    {
+        slot_first = slot_count = iov_first = iov_count = 0;
+        slot_sent_bytes = batch_bytes = 0;
+    }
 
     std::vector<SendWqe> sq;
     std::vector<Sge> sq_sge;

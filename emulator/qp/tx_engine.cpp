@@ -326,8 +326,7 @@ bool QueuePair::tx_build_sq_segment_locked(SendWqe& w)
     if (last) {
         if (w.opcode == WrOpcode::rdma_read) {
             ++tx_.msn[1];
-            tx_.orq[(tx_.orq_head + tx_.orq_count) % tx_.orq.size()] = index;
-            ++tx_.orq_count;
+            tx_.orq_push(index);
         } else if (w.opcode != WrOpcode::rdma_write) {
             ++tx_.msn[0];
         }
@@ -366,7 +365,7 @@ std::optional<uint32_t> QueuePair::mulpdu_of_emss(int fd, bool markers)
 
 bool QueuePair::tx_build_read_response_segment_locked()
 {
-    ReadResponseJob& j = tx_.irq[(tx_.irq_head + tx_.irq_built) % tx_.irq.size()];
+    ReadResponseJob& j = tx_.irq_at(tx_.irq_built);
     if (j.atomic) return tx_build_atomic_response_locked(j);  // atomics.cpp
     if (tx_.msg == TxMessage::none) {
         tx_.msg = TxMessage::read_response;
@@ -405,9 +404,9 @@ bool QueuePair::tx_build_next_locked()
         // Local operations need no wire: a Local Invalidate or a Bind at the
         // head runs even while a Responder still waits for the first inbound FPDU.
         if (tx_.msg == TxMessage::none && tx_.sq_tx < tx_.sq_tail && state_.load() == QpState::rts &&
-            (tx_.sq[tx_.sq_tx % tx_.sq.size()].opcode == WrOpcode::local_inv ||
-             tx_.sq[tx_.sq_tx % tx_.sq.size()].opcode == WrOpcode::bind_mw))
-            return tx_build_sq_segment_locked(tx_.sq[tx_.sq_tx % tx_.sq.size()]);
+            (tx_.wqe(tx_.sq_tx).opcode == WrOpcode::local_inv ||
+             tx_.wqe(tx_.sq_tx).opcode == WrOpcode::bind_mw))
+            return tx_build_sq_segment_locked(tx_.wqe(tx_.sq_tx));
         return false;
     }
     if (conn_.tx_stopped || tx_.terminate_in_batch) return false;
@@ -425,7 +424,7 @@ bool QueuePair::tx_build_next_locked()
     }
     switch (tx_.msg) {
     case TxMessage::read_response: return tx_build_read_response_segment_locked();
-    case TxMessage::sq: return tx_build_sq_segment_locked(tx_.sq[tx_.sq_tx % tx_.sq.size()]);
+    case TxMessage::sq: return tx_build_sq_segment_locked(tx_.wqe(tx_.sq_tx));
     default: break;
     }
     if (conn_.wakeup_pending_tx && !tx_.imm_next) return tx_build_wakeup_locked();  // first_fpdus.cpp
@@ -439,7 +438,7 @@ bool QueuePair::tx_build_next_locked()
     }
     if (sq_ready) {
         tx_.prefer_irq = true;
-        return tx_build_sq_segment_locked(tx_.sq[tx_.sq_tx % tx_.sq.size()]);
+        return tx_build_sq_segment_locked(tx_.wqe(tx_.sq_tx));
     }
     return false;
 }
@@ -451,7 +450,7 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
     case TxSlot::Action::rtr_sent: break;
     case TxSlot::Action::sq_sent: {
         if (slot.sq_index < tx_.sq_head) break;  // flushed meanwhile
-        SendWqe& w = tx_.sq[slot.sq_index % tx_.sq.size()];
+        SendWqe& w = tx_.wqe(slot.sq_index);
         if (w.phase != WqePhase::sending) break;
         // A Send/Write completes once TCP took all of it (RFC 5040 §5.5
         // rule 18); a Read or an atomic when its Response has been placed.
@@ -469,7 +468,7 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
     }
     case TxSlot::Action::read_response_done:
         if (tx_.irq_built == 0 || tx_.irq_count == 0) break;  // flushed meanwhile
-        if (ReadResponseJob& j = tx_.irq[tx_.irq_head % tx_.irq.size()]; j.source) {
+        if (ReadResponseJob& j = tx_.irq_at(0); j.source) {
             StagTable::release(j.source);
             j.source = nullptr;
         }
@@ -526,8 +525,7 @@ bool QueuePair::tx_flush_batch_locked()
             set_epollout_locked(false);
             // Nothing more can leave: drop the batch, or a close waiting
             // for it (close_after_tx_locked) would wait forever.
-            tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
-            tx_.slot_sent_bytes = tx_.batch_bytes = 0;
+            tx_.reset_batch();
             return false;
         }
         size_t left = static_cast<size_t>(n);
@@ -557,8 +555,7 @@ bool QueuePair::tx_flush_batch_locked()
             return false;
         }
     }
-    tx_.slot_first = tx_.slot_count = tx_.iov_first = tx_.iov_count = 0;
-    tx_.slot_sent_bytes = tx_.batch_bytes = 0;
+    tx_.reset_batch();
     return true;
 }
 
