@@ -429,9 +429,9 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         tx_.stream_sent = rx_.stream_read = 0;
         const uint64_t conn = next_stream_id();
         conn_.id.store(conn, std::memory_order_relaxed);
-        local_peer_linked_.store(false, std::memory_order_relaxed);
-        local_write_target_.store(0, std::memory_order_relaxed);
-        local_write_placed_.store(0, std::memory_order_relaxed);
+        local_.linked.store(false, std::memory_order_relaxed);
+        local_.write_target.store(0, std::memory_order_relaxed);
+        local_.write_placed.store(0, std::memory_order_relaxed);
         tx_.msg = TxMessage::none;
         tx_.terminate_pending = tx_.terminate_sent = tx_.terminate_in_batch = conn_.tx_stopped = false;
         conn_.tx_error.store(0, std::memory_order_relaxed);

@@ -34,6 +34,7 @@
 #include "emulator/qp/atomic_ops.h"
 #include "emulator/config.h"
 #include "emulator/base/connection_params.h"
+#include "emulator/qp/local_peer_link.h"
 #include "emulator/qp/qp_connection.h"
 #include "emulator/qp/qp_state.h"
 #include "emulator/qp/receive_path.h"
@@ -195,8 +196,8 @@ public:
     void local_writes_place();
     bool local_writes_pending() const
     {
-        return local_write_target_.load(std::memory_order_relaxed) >
-               local_write_placed_.load(std::memory_order_relaxed);
+        return local_.write_target.load(std::memory_order_relaxed) >
+               local_.write_placed.load(std::memory_order_relaxed);
     }
     uint64_t connection_id() const { return conn_.id.load(std::memory_order_relaxed); }
     static constexpr int64_t local_place_wait_ns = 10'000'000;  // pathological delays only
@@ -424,15 +425,7 @@ private:
     bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
     bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted (immediate_data.cpp)
 
-    // local_peer.cpp (with tx_.stream_sent, rx_.stream_read and conn_.id).
-    std::atomic<bool> local_peer_linked_{false};  // the peer QP is in this process
-    std::mutex local_peer_lock_;                  // local_peer_, local_peer_conn_
-    std::weak_ptr<QueuePair> local_peer_;
-    uint64_t local_peer_conn_ = 0;
-    // Sender: where our last Write to the local peer ends in the stream
-    // (sq_lock_ writes), and how far the peer is known to have placed.
-    std::atomic<uint64_t> local_write_target_{0};
-    std::atomic<uint64_t> local_write_placed_{0};
+    LocalPeerLink local_;  // local_peer_link.h
 
     QpCounters& counters_ = published_.slot().counters;
     friend class Emulator;

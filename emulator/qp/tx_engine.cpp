@@ -456,12 +456,12 @@ void QueuePair::tx_retire_locked(TxSlot& slot)
         // rule 18); a Read or an atomic when its Response has been placed.
         w.phase = awaits_response(w.opcode) ? WqePhase::awaiting_response : WqePhase::done;
         if (w.phase != WqePhase::done) break;
-        if (local_peer_linked_.load(std::memory_order_acquire) &&
+        if (local_.linked.load(std::memory_order_acquire) &&
             (w.opcode == WrOpcode::rdma_write || w.opcode == WrOpcode::rdma_write_with_imm)) {
             // Its completion waits for the peer in this process to have
             // consumed the stream up to here (local_peer.cpp): this FPDU's
             // end (tx_flush_batch_locked counted the later ones already sent).
-            local_write_target_.store(tx_.stream_sent - tx_.slot_sent_bytes, std::memory_order_relaxed);
+            local_.write_target.store(tx_.stream_sent - tx_.slot_sent_bytes, std::memory_order_relaxed);
         }
         sq_complete_in_order_locked();
         break;
