@@ -100,7 +100,7 @@ bool QueuePair::tx_build_atomic_request_locked(SendWqe& w)
     std::memcpy(&swap, w.inline_buf + sizeof compare_add, sizeof swap);
     const AtomicOperands op = w.opcode == WrOpcode::atomic_cmp_and_swp ? verbs_compare_swap(compare_add, swap)
                                                                        : verbs_fetch_add(compare_add);
-    const uint32_t msn = tx_msn_[1];
+    const uint32_t msn = tx_.msn[1];
     uint8_t ulpdu[atomic_request_ulpdu_size];
     const wire::DdpHeader h = wire::rdmap_untagged_header(wire::RdmapOpcode::atomic_request, true, msn, 0);
     size_t n = wire::encode_ddp_header(h, ulpdu);
@@ -114,14 +114,13 @@ bool QueuePair::tx_build_atomic_request_locked(SendWqe& w)
     a.compare_data = op.compare;
     a.compare_mask = op.compare_mask;
     n += wire::encode_atomic_request(a, std::span<uint8_t>(ulpdu + n, sizeof ulpdu - n));
-    if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, sq_tx_)) return false;
+    if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, tx_.sq_tx)) return false;
     w.atomic_id = msn;
-    ++tx_msn_[1];  // shares the Read Request sequence (RFC 7306 §5.2)
-    orq_[(orq_head_ + orq_count_) % orq_.size()] = sq_tx_;
-    ++orq_count_;
-    tx_msg_ = TxMessage::none;
-    tx_offset_ = 0;
-    ++sq_tx_;
+    ++tx_.msn[1];  // shares the Read Request sequence (RFC 7306 §5.2)
+    tx_.orq_push(tx_.sq_tx);
+    tx_.msg = TxMessage::none;
+    tx_.offset = 0;
+    ++tx_.sq_tx;
     return true;
 }
 
@@ -130,13 +129,13 @@ bool QueuePair::tx_build_atomic_request_locked(SendWqe& w)
 bool QueuePair::rx_handle_atomic_response()
 {
     const auto resp = wire::decode_atomic_response(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::atomic_response_header_size));
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, wire::atomic_response_header_size));
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
     TerminateCode err{};
     bool fail = false, local_fault = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        SendWqe* w = orq_count_ ? &sq_[orq_[orq_head_ % orq_.size()] % sq_.size()] : nullptr;
+        SendWqe* w = tx_.orq_count ? &tx_.orq_front() : nullptr;
         if (!w || !is_atomic(w->opcode)) {
             err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or a Read's turn
             fail = true;
@@ -151,7 +150,7 @@ bool QueuePair::rx_handle_atomic_response()
             StackBatch<std::span<const uint8_t>, recv_wqe_max_sge + 1> storage;
             const int n = payload_slices(w->sge, w->host_delta, w->num_sge, 0, sizeof value, storage.items,
                                          static_cast<int>(std::size(storage.items)));
-            const bool odp = w->flags & wqe_odp_sink;
+            const bool odp = w->flags & SendPath::wqe_odp_sink;
             for (int i = 0; i < n && !local_fault; ++i) {
                 auto* dst = const_cast<uint8_t*>(storage.items[i].data());
                 if (__builtin_expect(odp, 0))
@@ -168,12 +167,11 @@ bool QueuePair::rx_handle_atomic_response()
             }
         }
         if (!fail && !local_fault) {
-            ++rx_msn_[3];
+            ++rx_.msn[3];
             w->phase = WqePhase::done;
-            orq_head_ = (orq_head_ + 1) % orq_.size();
-            --orq_count_;
+            tx_.orq_pop();
             sq_complete_in_order_locked();
-            rx_tx_kick_ = true;  // an ORD slot is free again
+            rx_.tx_kick = true;  // an ORD slot is free again
         }
     }
     if (local_fault) {
@@ -183,7 +181,7 @@ bool QueuePair::rx_handle_atomic_response()
         return false;
     }
     if (fail) {
-        rx_fail(err, offending, rx_ulen_, AsyncEventType::qp_fatal, WcStatus::success);
+        rx_fail(err, offending, rx_.ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
     return true;
@@ -196,11 +194,11 @@ bool QueuePair::rx_handle_atomic_response()
 bool QueuePair::rx_handle_atomic_request()
 {
     const auto req = wire::decode_atomic_request(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::atomic_request_header_size));
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, wire::atomic_request_header_size));
     // RFC 7306 §8: the Terminate carries the DDP header, not the RDMA one.
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
     auto fail = [&](const TerminateCode& code, AsyncEventType event) {
-        rx_fail(code, offending, rx_ulen_, event, WcStatus::success);
+        rx_fail(code, offending, rx_.ulen, event, WcStatus::success);
         return false;
     };
     if (!req) return fail(rdmap_op(ec::rdmap_unspecified), AsyncEventType::qp_fatal);
@@ -230,15 +228,15 @@ bool QueuePair::rx_handle_atomic_request()
     bool overflow = false, no_memory = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        if (irq_count_ >= ird_ || irq_count_ >= irq_.size()) {
+        if (tx_.irq_count >= conn_.ird || tx_.irq_count >= tx_.irq.size()) {
             overflow = true;  // RDMAP-023, as for a Read Request
         } else {
-            if (!atomic_ops_) atomic_ops_.reset(new (std::nothrow) AtomicOperands[irq_.size()]);
-            if (!atomic_ops_) {
+            if (!tx_.atomic_ops) tx_.atomic_ops.reset(new (std::nothrow) AtomicOperands[tx_.irq.size()]);
+            if (!tx_.atomic_ops) {
                 no_memory = true;
             } else {
-                const uint32_t slot = (irq_head_ + irq_count_) % irq_.size();
-                ReadResponseJob& j = irq_[slot];
+                const uint32_t slot = (tx_.irq_head + tx_.irq_count) % tx_.irq.size();
+                ReadResponseJob& j = tx_.irq[slot];
                 j.atomic = true;
                 j.performed = false;
                 j.sink_stag = req->request_identifier;
@@ -246,10 +244,10 @@ bool QueuePair::rx_handle_atomic_request()
                 j.size = 0;
                 j.source = target;
                 j.source_to = req->remote_to;
-                atomic_ops_[slot] = op;
-                ++irq_count_;
-                ++rx_msn_[1];
-                rx_tx_kick_ = true;  // performed and answered after this receive pass
+                tx_.atomic_ops[slot] = op;
+                ++tx_.irq_count;
+                ++rx_.msn[1];
+                rx_.tx_kick = true;  // performed and answered after this receive pass
             }
         }
     }
@@ -263,18 +261,18 @@ bool QueuePair::rx_handle_atomic_request()
     return true;
 }
 
-// sq_lock_ held; j is the IRQ entry at irq_built_ (the next to frame).
+// sq_lock_ held; j is the IRQ entry at tx_.irq_built (the next to frame).
 bool QueuePair::tx_build_atomic_response_locked(ReadResponseJob& j)
 {
     if (!j.performed) {
         // Earlier Read Responses framed but not yet taken by TCP still read
         // their source at sendmsg(): the operation waits until they left.
         // Earlier Atomic Responses carry their value in the FPDU header.
-        for (uint32_t i = 0; i < irq_built_; ++i) {
-            const ReadResponseJob& e = irq_[(irq_head_ + i) % irq_.size()];
+        for (uint32_t i = 0; i < tx_.irq_built; ++i) {
+            const ReadResponseJob& e = tx_.irq_at(i);
             if (!e.atomic && e.size > 0) return false;
         }
-        const AtomicOperands& op = atomic_ops_[(irq_head_ + irq_built_) % irq_.size()];
+        const AtomicOperands& op = tx_.atomic_ops[(tx_.irq_head + tx_.irq_built) % tx_.irq.size()];
         j.sink_to = apply_atomic(j.source->at(j.source_to), op);
         j.performed = true;
         StagTable::release(j.source);
@@ -282,12 +280,12 @@ bool QueuePair::tx_build_atomic_response_locked(ReadResponseJob& j)
     }
     uint8_t ulpdu[atomic_response_ulpdu_size];
     const wire::DdpHeader h =
-        wire::rdmap_untagged_header(wire::RdmapOpcode::atomic_response, true, tx_msn_[3], 0);
+        wire::rdmap_untagged_header(wire::RdmapOpcode::atomic_response, true, tx_.msn[3], 0);
     size_t n = wire::encode_ddp_header(h, ulpdu);
     n += wire::encode_atomic_response({j.sink_stag, j.sink_to}, std::span<uint8_t>(ulpdu + n, sizeof ulpdu - n));
     if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::read_response_done, 0)) return false;
-    ++tx_msn_[3];
-    ++irq_built_;
+    ++tx_.msn[3];
+    ++tx_.irq_built;
     return true;
 }
 

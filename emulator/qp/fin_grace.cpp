@@ -34,12 +34,12 @@ static int64_t coarse_now_ns()
 // rx_lock_ held: a message of the peer ended here.
 void QueuePair::note_peer_message()
 {
-    rx_last_message_ns_.store(coarse_now_ns(), std::memory_order_relaxed);
+    conn_.rx_last_message_ns.store(coarse_now_ns(), std::memory_order_relaxed);
 }
 
 std::optional<Engine::Clock::time_point> QueuePair::fin_grace_end() const
 {
-    const int64_t last = rx_last_message_ns_.load(std::memory_order_relaxed);
+    const int64_t last = conn_.rx_last_message_ns.load(std::memory_order_relaxed);
     const uint32_t grace_ms = emu_.config().close_grace_ms;
     if (last == 0 || grace_ms == 0) return std::nullopt;
     const int64_t left_ns = last + int64_t{grace_ms} * 1'000'000 - coarse_now_ns();

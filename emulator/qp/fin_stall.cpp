@@ -54,43 +54,43 @@ void QueuePair::fin_stall_arm_locked()
     int unsent = 0, held = 0;
     if (!send_queue_octets(fd_.load(std::memory_order_relaxed), &unsent, &held) || unsent <= 0)
         return;  // the FIN goes out behind what is in flight: nothing to watch
-    fin_stall_unsent_ = unsent;
-    fin_stall_next_ = std::chrono::steady_clock::now() + fin_stall_look;
-    emu_.engine().schedule_timer(qp_num_, fin_stall_next_);
+    conn_.fin_stall_unsent = unsent;
+    conn_.fin_stall_next = std::chrono::steady_clock::now() + fin_stall_look;
+    emu_.engine().schedule_timer(qp_num_, conn_.fin_stall_next);
 }
 
 // rx_lock_ + sq_lock_ held, from on_timer.
 void QueuePair::fin_stall_check_locked()
 {
-    if (fin_stall_unsent_ == 0) return;  // not watching
+    if (conn_.fin_stall_unsent == 0) return;  // not watching
     const int fd = fd_.load(std::memory_order_relaxed);
     // The peer's FIN or RST, a Terminate, an abort or destroy ended the close.
     if (fd < 0 || destroyed_ || state_.load(std::memory_order_relaxed) != QpState::sqd) {
-        fin_stall_unsent_ = 0;
+        conn_.fin_stall_unsent = 0;
         return;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (now < fin_stall_next_) {  // the receive path's timer came first
-        emu_.engine().schedule_timer(qp_num_, fin_stall_next_);
+    if (now < conn_.fin_stall_next) {  // the receive path's timer came first
+        emu_.engine().schedule_timer(qp_num_, conn_.fin_stall_next);
         return;
     }
     int unsent = 0, held = 0;
     if (!send_queue_octets(fd, &unsent, &held) || unsent <= 0) {
-        fin_stall_unsent_ = 0;  // everything, the FIN with it, has left
+        conn_.fin_stall_unsent = 0;  // everything, the FIN with it, has left
         return;
     }
     const bool in_flight = held > unsent;
-    if (unsent < fin_stall_unsent_ || in_flight) {
-        fin_stall_unsent_ = unsent;
-        fin_stall_next_ = now + fin_stall_look;
-        emu_.engine().schedule_timer(qp_num_, fin_stall_next_);
+    if (unsent < conn_.fin_stall_unsent || in_flight) {
+        conn_.fin_stall_unsent = unsent;
+        conn_.fin_stall_next = now + fin_stall_look;
+        emu_.engine().schedule_timer(qp_num_, conn_.fin_stall_next);
         return;
     }
     IWEMU_LOG(info,
               "qp %u: disconnect: the peer's window stayed closed for %lld ms with %d octets and our FIN "
               "unsent: dropping the connection",
               qp_num_, static_cast<long long>(fin_stall_look.count()), unsent);
-    fin_stall_unsent_ = 0;
+    conn_.fin_stall_unsent = 0;
     count(counters_.fin_stall_drops);
     drop_connection_locked();
 }

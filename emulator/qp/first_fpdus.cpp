@@ -51,61 +51,61 @@ void QueuePair::first_fpdus_arm_locked()
 {
     const Config& cfg = emu_.config();
     const auto now = std::chrono::steady_clock::now();
-    wakeup_step_ = 0;
-    wakeup_pending_tx_ = false;
-    wakeup_state_ = cfg.peer_wakeup ? PeerWakeup::scheduled : PeerWakeup::done;
-    wakeup_epoch_ = now;
-    tx_gate_deadline_.reset();
-    if (!tx_gate_open_) {
+    conn_.wakeup_step = 0;
+    conn_.wakeup_pending_tx = false;
+    conn_.wakeup_state = cfg.peer_wakeup ? PeerWakeup::scheduled : PeerWakeup::done;
+    conn_.wakeup_epoch = now;
+    conn_.tx_gate_deadline.reset();
+    if (!conn_.tx_gate_open) {
         // Responder: the wake-ups count from the end of the wait.
-        if (wakeup_state_ == PeerWakeup::scheduled) wakeup_state_ = PeerWakeup::after_gate;
+        if (conn_.wakeup_state == PeerWakeup::scheduled) conn_.wakeup_state = PeerWakeup::after_gate;
         // A peer-to-peer Initiator always sends its RTR: wait for it (RFC 6581 §9.2).
-        if (params_.rtr == RtrType::none) {
-            tx_gate_deadline_ = now + std::chrono::milliseconds(cfg.responder_wait_ms);
-            emu_.engine().schedule_timer(qp_num_, *tx_gate_deadline_);
+        if (conn_.params.rtr == RtrType::none) {
+            conn_.tx_gate_deadline = now + std::chrono::milliseconds(cfg.responder_wait_ms);
+            emu_.engine().schedule_timer(qp_num_, *conn_.tx_gate_deadline);
         }
     }
-    if (wakeup_state_ == PeerWakeup::scheduled) emu_.engine().schedule_timer(qp_num_, now + wakeup_delays[0]);
+    if (conn_.wakeup_state == PeerWakeup::scheduled) emu_.engine().schedule_timer(qp_num_, now + wakeup_delays[0]);
 }
 
 // sq_lock_ held: the peer has shown that it reads what we send.
 void QueuePair::peer_read_our_stream_locked()
 {
-    wakeup_state_ = PeerWakeup::done;
-    wakeup_pending_tx_ = false;
+    conn_.wakeup_state = PeerWakeup::done;
+    conn_.wakeup_pending_tx = false;
 }
 
 // sq_lock_ held: the Responder's wait ended, at the Initiator's first FPDU
 // (rx_engine) or at its deadline (the timer).
 void QueuePair::open_tx_gate_locked()
 {
-    tx_gate_open_ = true;
-    tx_gate_deadline_.reset();
+    conn_.tx_gate_open = true;
+    conn_.tx_gate_deadline.reset();
 }
 
 // rx_lock_ + sq_lock_ held, from on_timer.
 void QueuePair::first_fpdus_timer_locked()
 {
-    if (fd_.load(std::memory_order_relaxed) < 0 || tx_stopped_ || closing_) return;
+    if (fd_.load(std::memory_order_relaxed) < 0 || conn_.tx_stopped || conn_.closing) return;
     const auto now = std::chrono::steady_clock::now();
-    if (tx_gate_deadline_) {
-        if (now < *tx_gate_deadline_) {
-            emu_.engine().schedule_timer(qp_num_, *tx_gate_deadline_);
+    if (conn_.tx_gate_deadline) {
+        if (now < *conn_.tx_gate_deadline) {
+            emu_.engine().schedule_timer(qp_num_, *conn_.tx_gate_deadline);
             return;
         }
         IWEMU_LOG(debug, "qp %u: no FPDU from the Initiator within %u ms: sending first", qp_num_,
                   emu_.config().responder_wait_ms);
         open_tx_gate_locked();
-        if (wakeup_state_ == PeerWakeup::after_gate) {
-            wakeup_state_ = PeerWakeup::scheduled;
-            wakeup_epoch_ = now;
+        if (conn_.wakeup_state == PeerWakeup::after_gate) {
+            conn_.wakeup_state = PeerWakeup::scheduled;
+            conn_.wakeup_epoch = now;
             emu_.engine().schedule_timer(qp_num_, now + wakeup_delays[0]);
         }
         tx_locked();
         return;
     }
-    if (wakeup_state_ != PeerWakeup::scheduled) return;
-    const auto due = wakeup_epoch_ + wakeup_delays[wakeup_step_];
+    if (conn_.wakeup_state != PeerWakeup::scheduled) return;
+    const auto due = conn_.wakeup_epoch + wakeup_delays[conn_.wakeup_step];
     if (now < due) {
         emu_.engine().schedule_timer(qp_num_, due);
         return;
@@ -113,14 +113,14 @@ void QueuePair::first_fpdus_timer_locked()
     // Only what we sent can have been missed; the first FPDU after the
     // window is read at once, whenever it comes.
     if (counters_.tx_fpdus.load(std::memory_order_relaxed) > 0) {
-        wakeup_pending_tx_ = true;
+        conn_.wakeup_pending_tx = true;
         tx_locked();
     }
-    if (++wakeup_step_ == wakeup_delays.size()) {
-        wakeup_state_ = PeerWakeup::done;
+    if (++conn_.wakeup_step == wakeup_delays.size()) {
+        conn_.wakeup_state = PeerWakeup::done;
         return;
     }
-    emu_.engine().schedule_timer(qp_num_, wakeup_epoch_ + wakeup_delays[wakeup_step_]);
+    emu_.engine().schedule_timer(qp_num_, conn_.wakeup_epoch + wakeup_delays[conn_.wakeup_step]);
 }
 
 // sq_lock_ held, from tx_build_next_locked at a message boundary.
@@ -134,7 +134,7 @@ bool QueuePair::tx_build_wakeup_locked()
     uint8_t hdr[wire::ddp_tagged_header_size];
     const size_t n = wire::encode_ddp_header(h, hdr);
     if (!tx_build_control_locked(TxSlot::Action::none, {hdr, n})) return false;
-    wakeup_pending_tx_ = false;
+    conn_.wakeup_pending_tx = false;
     count(counters_.tx_wakeups);
     return true;
 }

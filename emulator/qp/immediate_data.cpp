@@ -35,17 +35,17 @@ using wire::TerminateLayer;
 // the preceding segments of the same SQ message (tx_build_sq_segment_locked).
 bool QueuePair::tx_build_immediate_data_locked(SendWqe& w)
 {
-    const wire::ImmediateDataMessage m{(w.flags & send_solicited) != 0, tx_msn_[0],
+    const wire::ImmediateDataMessage m{(w.flags & send_solicited) != 0, tx_.msn[0],
                                        wire::immediate_data_from_imm32(w.imm_data)};
     uint8_t ulpdu[wire::immediate_data_ulpdu_size];
     const size_t n = wire::encode_immediate_data_message(m, ulpdu);
-    if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, sq_tx_))
+    if (!tx_add_fpdu_locked({ulpdu, n}, {}, TxSlot::Action::sq_sent, tx_.sq_tx))
         return false;
-    ++tx_msn_[0];  // shares the Send sequence (RFC 7306 §6.2)
-    tx_imm_next_ = false;
-    tx_msg_ = TxMessage::none;
-    tx_offset_ = 0;
-    ++sq_tx_;
+    ++tx_.msn[0];  // shares the Send sequence (RFC 7306 §6.2)
+    tx_.imm_next = false;
+    tx_.msg = TxMessage::none;
+    tx_.offset = 0;
+    ++tx_.sq_tx;
     return true;
 }
 
@@ -53,8 +53,8 @@ bool QueuePair::tx_build_immediate_data_locked(SendWqe& w)
 
 void QueuePair::rx_count_write_octets(uint32_t len, bool last)
 {
-    rx_write_len_ = (rx_write_open_ ? rx_write_len_ : 0) + len;
-    rx_write_open_ = !last;
+    rx_.write_len = (rx_.write_open ? rx_.write_len : 0) + len;
+    rx_.write_open = !last;
 }
 
 // Header of an Immediate Data segment, validated statelessly (exactly 8
@@ -65,7 +65,7 @@ void QueuePair::rx_count_write_octets(uint32_t len, bool last)
 // before that flushes it (flush_rq).
 bool QueuePair::rx_accept_immediate_data()
 {
-    rx_target_ = RxTarget::control;  // the 8 octets land after the DDP header in rx_control_
+    rx_.target = RxTarget::control;  // the 8 octets land after the DDP header in rx_.control
     return true;
 }
 
@@ -74,27 +74,27 @@ bool QueuePair::rx_accept_immediate_data()
 bool QueuePair::rx_reject_immediate_data_inside_send()
 {
     rx_fail({TerminateLayer::rdmap, wire::etype::rdmap_remote_operation, wire::ecode::rdmap_unexpected_opcode},
-            {rx_control_.data(), rx_control_len_}, rx_ulen_, AsyncEventType::qp_fatal, WcStatus::success);
+            {rx_.control.data(), rx_.control_len}, rx_.ulen, AsyncEventType::qp_fatal, WcStatus::success);
     return false;
 }
 
 void QueuePair::rx_deliver_immediate_data()
 {
     const auto data = wire::decode_immediate_data(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::immediate_data_size));
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, wire::immediate_data_size));
     Completion c;
-    c.wr_id = rx_wqe_.wr_id;
+    c.wr_id = rx_.wqe.wr_id;
     c.opcode = WcOpcode::recv_rdma_with_imm;
-    c.byte_len = static_cast<uint32_t>(rx_write_len_);
+    c.byte_len = static_cast<uint32_t>(rx_.write_len);
     c.wc_flags = wc_with_imm;
     c.imm_data_or_inv_rkey = data ? wire::imm32_from_immediate_data(*data) : 0;
     c.qp_num = qp_num_;
     c.src_qp = qp_num_;
-    rx_write_len_ = 0;
-    rx_write_open_ = false;
-    rx_send_active_ = false;
-    ++rx_msn_[0];
-    complete(init_.recv_cq, c, static_cast<wire::RdmapOpcode>(rx_opcode_) == wire::RdmapOpcode::immediate_data_with_se);
+    rx_.write_len = 0;
+    rx_.write_open = false;
+    rx_.send_active = false;
+    ++rx_.msn[0];
+    complete(init_.recv_cq, c, static_cast<wire::RdmapOpcode>(rx_.opcode) == wire::RdmapOpcode::immediate_data_with_se);
 }
 
 }  // namespace iwemu

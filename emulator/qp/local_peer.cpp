@@ -117,33 +117,33 @@ void LocalPeers::forget(const QueuePair* qp)
 void QueuePair::local_peer_link(const std::shared_ptr<QueuePair>& peer, uint64_t peer_conn, bool earlier)
 {
     {
-        std::lock_guard<std::mutex> g(local_peer_lock_);
-        local_peer_ = peer;
-        local_peer_conn_ = peer_conn;
+        std::lock_guard<std::mutex> g(local_.lock);
+        local_.peer = peer;
+        local_.peer_conn = peer_conn;
     }
     // The CQ looks before the TX records a target: a poll that takes the
     // completion (CQ lock after the push) then sees the flag.
     init_.send_cq->note_local_peer();
-    local_peer_linked_.store(true, std::memory_order_release);
+    local_.linked.store(true, std::memory_order_release);
     if (!earlier) return;
     // Writes it sent before we were here (posted before its connection
     // existed): their completions wait for all it sent so far.  Not
     // waited for: the attaching thread holds its own QP's locks.
     std::unique_lock<std::mutex> g(sq_lock_, std::try_to_lock);
-    if (g.owns_lock() && tx_stream_sent_ > local_write_target_.load(std::memory_order_relaxed))
-        local_write_target_.store(tx_stream_sent_, std::memory_order_relaxed);
+    if (g.owns_lock() && tx_.stream_sent > local_.write_target.load(std::memory_order_relaxed))
+        local_.write_target.store(tx_.stream_sent, std::memory_order_relaxed);
 }
 
 void QueuePair::local_writes_place()
 {
-    const uint64_t target = local_write_target_.load(std::memory_order_relaxed);
-    if (target <= local_write_placed_.load(std::memory_order_relaxed)) return;
+    const uint64_t target = local_.write_target.load(std::memory_order_relaxed);
+    if (target <= local_.write_placed.load(std::memory_order_relaxed)) return;
     std::shared_ptr<QueuePair> peer;
     uint64_t conn;
     {
-        std::lock_guard<std::mutex> g(local_peer_lock_);
-        peer = local_peer_.lock();
-        conn = local_peer_conn_;
+        std::lock_guard<std::mutex> g(local_.lock);
+        peer = local_.peer.lock();
+        conn = local_.peer_conn;
     }
     if (!peer) return;
     const int64_t deadline = CompletionQueue::now_ns() + local_place_wait_ns;
@@ -151,9 +151,9 @@ void QueuePair::local_writes_place()
         const LocalPlace r = peer->rx_place_for_local_peer(conn, target);
         if (r == LocalPlace::blocked) return;
         if (r == LocalPlace::placed) {
-            uint64_t seen = local_write_placed_.load(std::memory_order_relaxed);
+            uint64_t seen = local_.write_placed.load(std::memory_order_relaxed);
             while (seen < target &&
-                   !local_write_placed_.compare_exchange_weak(seen, target, std::memory_order_relaxed)) {
+                   !local_.write_placed.compare_exchange_weak(seen, target, std::memory_order_relaxed)) {
             }
             return;
         }
@@ -175,16 +175,16 @@ QueuePair::LocalPlace QueuePair::rx_place_for_local_peer(uint64_t conn, uint64_t
         std::unique_lock<std::mutex> g(rx_lock_, std::try_to_lock);
         if (!g.owns_lock()) return LocalPlace::pending;
         // Octets consumed: read, less what still waits in the staging buffer.
-        auto consumed = [this] { return rx_stream_read_ - (rx_end_ - rx_pos_); };
+        auto consumed = [this] { return rx_.stream_read - (rx_.end - rx_.pos); };
         auto stuck = [this] {
-            return rx_rnr_parked_ || rx_dead_ || destroyed_.load(std::memory_order_relaxed) ||
+            return rx_rnr_parked_ || rx_.dead || destroyed_.load(std::memory_order_relaxed) ||
                    fd_.load(std::memory_order_relaxed) < 0 || peer_fin_.load(std::memory_order_relaxed);
         };
-        if (conn_id_.load(std::memory_order_relaxed) != conn) return LocalPlace::blocked;
+        if (conn_.id.load(std::memory_order_relaxed) != conn) return LocalPlace::blocked;
         if (consumed() >= stream_octets) return LocalPlace::placed;
         if (stuck() && !rx_rnr_parked_) return LocalPlace::blocked;  // parked: its retry below may place
         rx_locked();
-        kick = std::exchange(rx_tx_kick_, false);
+        kick = std::exchange(rx_.tx_kick, false);
         r = consumed() >= stream_octets ? LocalPlace::placed : stuck() ? LocalPlace::blocked : LocalPlace::pending;
     }
     if (kick) rx_kick_tx();

@@ -206,7 +206,7 @@ int QueuePair::check_bind_post(const SendWr& wr, QpState st) const
 {
     // rxe: a bind is posted on a QP in RTS only (ERROR flushes it, as any WR).
     if (st != QpState::rts && st != QpState::err && st != QpState::sqe) return EINVAL;
-    if (!wr.bind.mw || wr.num_sge != 0 || max_inline_ < sizeof(QueuedBind)) return EINVAL;
+    if (!wr.bind.mw || wr.num_sge != 0 || tx_.max_inline < sizeof(QueuedBind)) return EINVAL;
     return 0;
 }
 
@@ -228,7 +228,7 @@ bool QueuePair::tx_bind_mw_locked(SendWqe& w)
         return true;
     }
     w.phase = WqePhase::done;
-    ++sq_tx_;
+    ++tx_.sq_tx;
     sq_complete_in_order_locked();
     return true;
 }

@@ -59,21 +59,11 @@ QueuePair::QueuePair(Emulator& emu, uint32_t qp_num, ProtectionDomain* pd, const
 {
     const QpCap& cap = attr.cap;
     // Everything the data path needs is allocated here, once: posting never allocates.
-    sq_.resize(cap.max_send_wr);
-    max_send_sge_ = cap.max_send_sge;
-    max_inline_ = cap.max_inline_data;
-    sq_sge_.resize(static_cast<size_t>(cap.max_send_wr) * max_send_sge_);
-    sq_sge_host_delta_.resize(sq_sge_.size());
-    sq_inline_.resize(static_cast<size_t>(cap.max_send_wr) * max_inline_);
-    for (size_t i = 0; i < sq_.size(); ++i) {
-        sq_[i].sge = &sq_sge_[i * max_send_sge_];
-        sq_[i].host_delta = &sq_sge_host_delta_[i * max_send_sge_];
-        sq_[i].inline_buf = max_inline_ ? &sq_inline_[i * max_inline_] : nullptr;
-    }
+    tx_.init(cap);
     if (!srq_) rq_.init(cap.max_recv_wr, cap.max_recv_sge);
-    rx_staging_.resize(rx_staging_size);
-    ord_ = emu.config().ord;
-    ird_ = emu.config().ird;
+    rx_.staging.resize(ReceivePath::rx_staging_size);
+    conn_.ord = emu.config().ord;
+    conn_.ird = emu.config().ird;
     rfc7306_ = emu.config().rfc7306;
 }
 
@@ -81,11 +71,11 @@ QueuePair::~QueuePair()
 {
     const int fd = fd_.load();
     if (fd >= 0) ::close(fd);
-    for (uint32_t i = 0; i < irq_count_; ++i) {
-        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+    for (uint32_t i = 0; i < tx_.irq_count; ++i) {
+        ReadResponseJob& j = tx_.irq_at(i);
         if (j.source) StagTable::release(j.source);
     }
-    if (rx_mr_) StagTable::release(rx_mr_);
+    if (rx_.mr) StagTable::release(rx_.mr);
 }
 
 // ---------------------------------------------------------------- verbs ----
@@ -111,12 +101,12 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
         }
         if (mask & qp_attr_access_flags) access_flags_ = attr.qp_access_flags;
         // ORD/IRD: the application's values until a connection negotiates its own.
-        if (mask & qp_attr_max_qp_rd_atomic) ord_ = attr.max_rd_atomic;
-        if (mask & qp_attr_max_dest_rd_atomic) ird_ = attr.max_dest_rd_atomic;
-        if (mask & qp_attr_timeout) ib_timers_.timeout = attr.timeout;
-        if (mask & qp_attr_retry_cnt) ib_timers_.retry_cnt = attr.retry_cnt;
-        if (mask & qp_attr_rnr_retry) ib_timers_.rnr_retry = attr.rnr_retry;
-        if (mask & qp_attr_min_rnr_timer) ib_timers_.min_rnr_timer = attr.min_rnr_timer;
+        if (mask & qp_attr_max_qp_rd_atomic) conn_.ord = attr.max_rd_atomic;
+        if (mask & qp_attr_max_dest_rd_atomic) conn_.ird = attr.max_dest_rd_atomic;
+        if (mask & qp_attr_timeout) conn_.ib_timers.timeout = attr.timeout;
+        if (mask & qp_attr_retry_cnt) conn_.ib_timers.retry_cnt = attr.retry_cnt;
+        if (mask & qp_attr_rnr_retry) conn_.ib_timers.rnr_retry = attr.rnr_retry;
+        if (mask & qp_attr_min_rnr_timer) conn_.ib_timers.min_rnr_timer = attr.min_rnr_timer;
         if (!(mask & qp_attr_state)) return 0;
         const QpState next = attr.qp_state;
         if (t.abort) {
@@ -134,22 +124,22 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask)
         }
         if (t.reset) {
             flush_locked();  // nothing may survive a reset; no completions for RESET (queues emptied)
-            sq_head_ = sq_tx_ = sq_tail_ = 0;
+            tx_.sq_head = tx_.sq_tx = tx_.sq_tail = 0;
             {
                 std::lock_guard<std::mutex> qg(rq_lock_);
                 rq_.clear();
             }
-            rx_send_active_ = false;
-            rx_dead_ = false;
+            rx_.send_active = false;
+            rx_.dead = false;
             rx_rnr_parked_ = false;
-            for (auto& m : tx_msn_) m = 1;
-            for (auto& m : rx_msn_) m = 1;
-            terminate_pending_ = terminate_sent_ = tx_stopped_ = false;
-            tx_error_.store(0, std::memory_order_relaxed);
-            closing_ = fin_sent_ = false;
-            fin_stall_unsent_ = 0;
+            for (auto& m : tx_.msn) m = 1;
+            for (auto& m : rx_.msn) m = 1;
+            tx_.terminate_pending = tx_.terminate_sent = conn_.tx_stopped = false;
+            conn_.tx_error.store(0, std::memory_order_relaxed);
+            conn_.closing = conn_.fin_sent = false;
+            conn_.fin_stall_unsent = 0;
             peer_fin_ = false;
-            conn_event_sent_ = false;
+            conn_.event_sent = false;
         }
         if (!t.close) state_.store(next);
     }
@@ -166,15 +156,15 @@ int QueuePair::query(QpAttr* attr, QpInitAttr* init) const
         attr->qp_state = attr->cur_qp_state = state_.load();
         attr->qp_access_flags = access_flags_;
         attr->cap = init_.cap;
-        attr->max_rd_atomic = static_cast<uint8_t>(ord_);
-        attr->max_dest_rd_atomic = static_cast<uint8_t>(ird_);
-        attr->sq_draining = state_.load() == QpState::sqd && sq_head_ != sq_tail_;
+        attr->max_rd_atomic = static_cast<uint8_t>(conn_.ord);
+        attr->max_dest_rd_atomic = static_cast<uint8_t>(conn_.ird);
+        attr->sq_draining = state_.load() == QpState::sqd && tx_.sq_head != tx_.sq_tail;
         attr->port_num = 1;
         attr->path_mtu = 5;
-        attr->timeout = ib_timers_.timeout;
-        attr->retry_cnt = ib_timers_.retry_cnt;
-        attr->rnr_retry = ib_timers_.rnr_retry;
-        attr->min_rnr_timer = ib_timers_.min_rnr_timer;
+        attr->timeout = conn_.ib_timers.timeout;
+        attr->retry_cnt = conn_.ib_timers.retry_cnt;
+        attr->rnr_retry = conn_.ib_timers.rnr_retry;
+        attr->min_rnr_timer = conn_.ib_timers.min_rnr_timer;
     }
     if (init) *init = init_;
     return 0;
@@ -202,7 +192,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
     // that only checks them (the loop restarts to post once they all pass).
     bool checking = whole && n > 1;
     if (checking && st != QpState::err && st != QpState::sqe) {
-        const size_t room = sq_.size() - (sq_tail_ - sq_head_);
+        const size_t room = tx_.sq.size() - (tx_.sq_tail - tx_.sq_head);
         if (room < n) {
             if (bad) *bad = room;
             return ENOMEM;
@@ -232,7 +222,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         // (docs/limits.md).
         default: rc = EOPNOTSUPP;
         }
-        if (!rc && wr.num_sge > max_send_sge_) rc = EINVAL;
+        if (!rc && wr.num_sge > tx_.max_send_sge) rc = EINVAL;
         if (!rc && wr.num_sge && !wr.sg_list) rc = EINVAL;
         uint64_t total = 0;
         for (uint32_t s = 0; !rc && s < wr.num_sge; ++s) total += wr.sg_list[s].length;
@@ -241,8 +231,8 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
         if (!rc && is_atomic(wr.opcode) && total != sizeof(uint64_t)) rc = EINVAL;
         const bool inl = (wr.send_flags & send_inline) && wr.opcode != WrOpcode::local_inv &&
                          wr.opcode != WrOpcode::bind_mw;
-        if (!rc && inl && (total > max_inline_ || awaits_response(wr.opcode))) rc = EINVAL;
-        if (!rc && sq_tail_ - sq_head_ >= sq_.size()) rc = ENOMEM;
+        if (!rc && inl && (total > tx_.max_inline || awaits_response(wr.opcode))) rc = EINVAL;
+        if (!rc && tx_.sq_tail - tx_.sq_head >= tx_.sq.size()) rc = ENOMEM;
         if (rc) {
             if (bad) *bad = i;
             return rc;
@@ -264,7 +254,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             complete(init_.send_cq, c, false);
             continue;
         }
-        SendWqe& w = sq_[sq_tail_ % sq_.size()];
+        SendWqe& w = tx_.wqe(tx_.sq_tail);
         w.wr_id = wr.wr_id;
         w.opcode = wr.opcode;
         w.flags = wr.send_flags;
@@ -299,7 +289,7 @@ int QueuePair::post_send_locked(const SendWr* wrs, size_t n, size_t* bad, bool* 
             std::memcpy(w.inline_buf + sizeof wr.compare_add, &wr.swap, sizeof wr.swap);
         }
         if (wr.opcode == WrOpcode::bind_mw) queue_bind(w, wr.bind);
-        ++sq_tail_;
+        ++tx_.sq_tail;
     }
     if (fd_.load(std::memory_order_relaxed) >= 0) {
         tx_posted_locked();
@@ -354,16 +344,16 @@ int QueuePair::post_recv(const RecvWr* wrs, size_t n, size_t* bad)
 
 void QueuePair::set_connection_event_handler(std::function<void(QpConnectionEvent)> handler)
 {
-    std::lock_guard<std::mutex> g(handler_lock_);
-    conn_handler_ = std::move(handler);
+    std::lock_guard<std::mutex> g(conn_.handler_lock);
+    conn_.handler = std::move(handler);
 }
 
 void QueuePair::emit_connection_event(QpConnectionEvent ev)
 {
     std::function<void(QpConnectionEvent)> h;
     {
-        std::lock_guard<std::mutex> g(handler_lock_);
-        h = conn_handler_;
+        std::lock_guard<std::mutex> g(conn_.handler_lock);
+        h = conn_.handler;
     }
     IWEMU_LOG(debug, "qp %u: connection event %u", qp_num_, static_cast<unsigned>(ev));
     if (h) h(ev);
@@ -405,66 +395,65 @@ int QueuePair::attach_connection(const ConnectionParams& params)
 
         publish_addresses(fd);
         const bool same_host = peer_on_this_host(fd);
-        tcp_congestion_ = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
+        conn_.tcp_congestion = apply_congestion_control(fd, emu_.config().tcp_congestion, same_host);
         apply_liveness(fd, emu_.config().liveness_timeout_ms);
 
-        params_ = params;
-        rx_lookahead_ = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
-        mulpdu_checked_ns_ = CompletionQueue::now_ns();
+        conn_.params = params;
+        rx_.lookahead = rx_lookahead_for(emu_.config().rx_lookahead, same_host);
+        conn_.mulpdu_checked_ns = CompletionQueue::now_ns();
         if (params.mulpdu) {
-            mulpdu_ = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
+            conn_.mulpdu = params.mulpdu < wire::mpa_mulpdu_min ? wire::mpa_mulpdu_min
                       : params.mulpdu > wire::mpa_mulpdu_max ? wire::mpa_mulpdu_max
                                                              : params.mulpdu;
         } else {
-            mulpdu_ = mulpdu_of_emss(fd, params.tx.markers).value_or(wire::mpa_mulpdu(1460, params.tx.markers));
+            conn_.mulpdu = mulpdu_of_emss(fd, params.tx.markers).value_or(wire::mpa_mulpdu(1460, params.tx.markers));
         }
         // Negotiated depths win over the application's modify values; 0 keeps ours.
-        if (params.ord) ord_ = params.ord > limits::max_ord ? limits::max_ord : params.ord;
-        if (params.ird) ird_ = params.ird > limits::max_ird ? limits::max_ird : params.ird;
+        if (params.ord) conn_.ord = params.ord > limits::max_ord ? limits::max_ord : params.ord;
+        if (params.ird) conn_.ird = params.ird > limits::max_ird ? limits::max_ird : params.ird;
 
         wire::FpduReceiverOptions ro;
         ro.crc = params.rx.crc;
         ro.markers = params.rx.markers;
         ro.ddp_version = params.ddp_rdmap_version;
-        rx_.reset(ro);
-        rx_pos_ = rx_end_ = 0;
-        rx_dead_ = false;
-        rx_send_active_ = false;
-        rx_write_len_ = 0;
-        rx_write_open_ = false;
+        rx_.fpdu.reset(ro);
+        rx_.pos = rx_.end = 0;
+        rx_.dead = false;
+        rx_.send_active = false;
+        rx_.write_len = 0;
+        rx_.write_open = false;
         rx_rnr_parked_ = false;
         rx_owner_.apply(RxOwnership::PauseEvent::reset);
-        tx_stream_offset_ = 0;
-        slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
-        slot_sent_bytes_ = batch_bytes_ = 0;
+        tx_.stream_offset = 0;
+        tx_.reset_batch();
         // A new stream: local_peer.cpp counts it from here on both ends.
-        tx_stream_sent_ = rx_stream_read_ = 0;
+        tx_.stream_sent = rx_.stream_read = 0;
         const uint64_t conn = next_stream_id();
-        conn_id_.store(conn, std::memory_order_relaxed);
-        local_peer_linked_.store(false, std::memory_order_relaxed);
-        local_write_target_.store(0, std::memory_order_relaxed);
-        local_write_placed_.store(0, std::memory_order_relaxed);
-        tx_msg_ = TxMessage::none;
-        terminate_pending_ = terminate_sent_ = terminate_in_batch_ = tx_stopped_ = false;
-        tx_error_.store(0, std::memory_order_relaxed);
-        closing_ = fin_sent_ = false;
-        fin_stall_unsent_ = 0;
+        conn_.id.store(conn, std::memory_order_relaxed);
+        local_.linked.store(false, std::memory_order_relaxed);
+        local_.write_target.store(0, std::memory_order_relaxed);
+        local_.write_placed.store(0, std::memory_order_relaxed);
+        tx_.msg = TxMessage::none;
+        tx_.terminate_pending = tx_.terminate_sent = tx_.terminate_in_batch = conn_.tx_stopped = false;
+        conn_.tx_error.store(0, std::memory_order_relaxed);
+        conn_.closing = conn_.fin_sent = false;
+        conn_.fin_stall_unsent = 0;
         peer_fin_ = false;
-        tx_window_closed_ = false;
-        conn_event_sent_ = false;
-        rtr_pending_tx_ = rtr_expect_rx_ = rtr_read_response_expected_ = false;
+        tx_.window_closed = false;
+        conn_.event_sent = false;
+        conn_.rtr_pending_tx = conn_.rtr_expect_rx = conn_.rtr_read_response_expected = false;
 
         if (params.role == ConnectionRole::initiator) {
             // RFC 5044 §7.1.2: the Initiator may send (and must accept FPDUs) right after the Reply.
-            tx_gate_open_ = true;
+            conn_.tx_gate_open = true;
             if (params.rtr != RtrType::none) {
-                rtr_pending_tx_ = true;
-                rtr_read_response_expected_ = params.rtr == RtrType::zero_length_read;
-                control_len_ = build_rtr_locked(params.rtr);
+                conn_.rtr_pending_tx = true;
+                conn_.rtr_read_response_expected = params.rtr == RtrType::zero_length_read;
+                tx_.control_len = build_rtr_locked(params.rtr);
             }
         } else {
-            tx_gate_open_ = params.responder_may_send_first;
-            rtr_expect_rx_ = params.rtr != RtrType::none;
+            conn_.tx_gate_open = params.responder_may_send_first;
+            conn_.rtr_expect_rx = params.rtr != RtrType::none;
         }
         first_fpdus_arm_locked();
         fd_.store(fd, std::memory_order_release);
@@ -476,9 +465,9 @@ int QueuePair::attach_connection(const ConnectionParams& params)
         }
         IWEMU_LOG(info, "qp %u: attached fd %d as %s, mulpdu %u, crc tx/rx %d/%d, markers tx/rx %d/%d, rtr %d, rx look-ahead %zu, "
                   "congestion control %s",
-                  qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", mulpdu_,
+                  qp_num_, fd, params.role == ConnectionRole::initiator ? "initiator" : "responder", conn_.mulpdu,
                   params.tx.crc, params.rx.crc, params.tx.markers, params.rx.markers, static_cast<int>(params.rtr),
-                  rx_lookahead_, tcp_congestion_.c_str());
+                  rx_.lookahead, conn_.tcp_congestion.c_str());
         if (same_host && self) {
             if (const std::string tuple = LocalPeers::tuple_of(fd); !tuple.empty())
                 emu_.local_peers().attach(self, tuple, conn);
@@ -502,21 +491,21 @@ size_t QueuePair::build_rtr_locked(RtrType type)
     case RtrType::zero_length_send:
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::send);
         h.qn = wire::rdmap_qn_send;
-        h.msn = tx_msn_[0]++;
-        n = wire::encode_ddp_header(h, control_ulpdu_);
+        h.msn = tx_.msn[0]++;
+        n = wire::encode_ddp_header(h, tx_.control_ulpdu);
         break;
     case RtrType::zero_length_write:
         h.control.tagged = true;
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_write);
-        n = wire::encode_ddp_header(h, control_ulpdu_);
+        n = wire::encode_ddp_header(h, tx_.control_ulpdu);
         break;
     case RtrType::zero_length_read: {
         h.rsvdulp0 = wire::encode_rdmap_control(wire::RdmapOpcode::rdma_read_request);
         h.qn = wire::rdmap_qn_read_request;
-        h.msn = tx_msn_[1]++;
-        n = wire::encode_ddp_header(h, control_ulpdu_);
+        h.msn = tx_.msn[1]++;
+        n = wire::encode_ddp_header(h, tx_.control_ulpdu);
         wire::RdmaReadRequestHeader rr{};
-        n += wire::encode_read_request(rr, std::span<uint8_t>(control_ulpdu_).subspan(n));
+        n += wire::encode_read_request(rr, std::span<uint8_t>(tx_.control_ulpdu).subspan(n));
         break;
     }
     case RtrType::none: break;
@@ -529,12 +518,12 @@ void QueuePair::disconnect()
     {
         std::lock_guard<std::mutex> rg(rx_lock_);
         std::lock_guard<std::mutex> sg(sq_lock_);
-        if (fd_.load() < 0 || closing_) return;
+        if (fd_.load() < 0 || conn_.closing) return;
         if (state_.load() == QpState::rts) {
             close_locked();
         } else {
             // After a Terminate: the FIN follows it (tx_locked).
-            closing_ = true;
+            conn_.closing = true;
             tx_locked();
         }
     }
@@ -560,9 +549,9 @@ void QueuePair::close_locked()
 {
     tx_locked();  // what the socket takes now is not in transmission any more
     const bool in_transmission =
-        iov_count_ > 0 || tx_msg_ != TxMessage::none || sq_tx_ != sq_tail_ || irq_count_ > 0;
+        tx_.iov_count > 0 || tx_.msg != TxMessage::none || tx_.sq_tx != tx_.sq_tail || tx_.irq_count > 0;
     if (!in_transmission && !rx_rnr_parked_) {
-        closing_ = true;
+        conn_.closing = true;
         state_.store(QpState::sqd);
         tx_locked();  // the FIN
         return;
@@ -575,14 +564,14 @@ void QueuePair::close_locked()
 // RST, ERR, both queues flushed; the local side's disconnect is complete.
 void QueuePair::drop_connection_locked()
 {
-    closing_ = true;
-    fin_sent_ = true;
+    conn_.closing = true;
+    conn_.fin_sent = true;
     close_socket_locked(true);
     rx_rnr_parked_ = false;
     rx_owner_.apply(RxOwnership::PauseEvent::reset);
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
     state_.store(QpState::err);
     flush_locked();
@@ -604,15 +593,15 @@ void QueuePair::on_timer()
         // credits, rx_post_assist.cpp).  Come back at the next tick instead.
         std::unique_lock<std::mutex> sg(sq_lock_, std::try_to_lock);
         if (!sg.owns_lock()) {
-            // rx_tx_kick_ stays set for the retry (or any receive pass before it).
+            // rx_.tx_kick stays set for the retry (or any receive pass before it).
             emu_.engine().schedule_timer(qp_num_, Engine::Clock::now() + on_timer_retry);
         } else {
             fin_stall_check_locked();
             first_fpdus_timer_locked();
-            if (closing_ && !fin_sent_) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
+            if (conn_.closing && !conn_.fin_sent) tx_locked();  // a FIN the grace held back (fin_grace.cpp)
             // The receive pass above may have read a Read Request that a
             // waiter or poller, woken for the same octets, now never sees.
-            if (std::exchange(rx_tx_kick_, false)) tx_locked();
+            if (std::exchange(rx_.tx_kick, false)) tx_locked();
         }
     }
     drain_deferred();
@@ -630,8 +619,8 @@ void QueuePair::abort()
         if (state_.load() != QpState::reset) state_.store(QpState::err);
         flush_locked();
         flush_rq();
-        if (conn_event_sent_) was_connected = false;
-        conn_event_sent_ = true;
+        if (conn_.event_sent) was_connected = false;
+        conn_.event_sent = true;
     }
     if (was_connected) emit_connection_event(QpConnectionEvent::connection_error);
 }
@@ -659,10 +648,9 @@ void QueuePair::detach_socket_locked()
     engine_events_ = 0;
     fd_.store(-1, std::memory_order_release);
     epollout_ = false;
-    tx_backlog_.store(false, std::memory_order_relaxed);
+    tx_.backlog.store(false, std::memory_order_relaxed);
     // Pinned tagged target of a half-placed segment.
-    slot_first_ = slot_count_ = iov_first_ = iov_count_ = 0;
-    slot_sent_bytes_ = batch_bytes_ = 0;
+    tx_.reset_batch();
 }
 
 void QueuePair::shutdown_for_destroy()
@@ -682,15 +670,15 @@ void QueuePair::linger_after_destroy(int fd)
 {
     std::function<void(QpConnectionEvent)> h;
     {
-        std::lock_guard<std::mutex> g(handler_lock_);
-        h = std::move(conn_handler_);
+        std::lock_guard<std::mutex> g(conn_.handler_lock);
+        h = std::move(conn_.handler);
     }
     emu_.engine().linger_close(
         fd,
         [h = std::move(h)](int error) {
             if (h) h(error == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
         },
-        linger_fin_at_);
+        conn_.linger_fin_at);
 }
 
 void QueuePair::publish_addresses(int fd)
@@ -743,35 +731,35 @@ int QueuePair::shutdown_locked(bool linger)
     // unread input would reset it all the same, and the peer's FIN is still
     // owed to the CM (close_linger.cpp).
     const QpState st = state_.load();
-    const bool clean = iov_count_ == 0 && (((st == QpState::rts || st == QpState::sqd) && !terminate_pending_ &&
-                                            !tx_stopped_) ||
-                                           terminate_sent_);
+    const bool clean = tx_.iov_count == 0 && (((st == QpState::rts || st == QpState::sqd) && !tx_.terminate_pending &&
+                                            !conn_.tx_stopped) ||
+                                           tx_.terminate_sent);
     int linger_fd = -1;
     if (clean && linger && fd_.load() >= 0 && !peer_fin_.load()) {
         linger_fd = fd_.load();
-        linger_fin_at_.reset();
-        if (!fin_sent_) {
-            linger_fin_at_ = fin_grace_end();  // fin_grace.cpp: the engine sends it then
-            if (!linger_fin_at_) {
+        conn_.linger_fin_at.reset();
+        if (!conn_.fin_sent) {
+            conn_.linger_fin_at = fin_grace_end();  // fin_grace.cpp: the engine sends it then
+            if (!conn_.linger_fin_at) {
                 if (capture::on()) capture::shutdown_wr(linger_fd);
                 ::shutdown(linger_fd, SHUT_WR);
             }
         }
-        fin_sent_ = true;
+        conn_.fin_sent = true;
         detach_socket_locked();
     } else {
         close_socket_locked(!clean);
     }
-    for (uint32_t i = 0; i < irq_count_; ++i) {
-        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+    for (uint32_t i = 0; i < tx_.irq_count; ++i) {
+        ReadResponseJob& j = tx_.irq_at(i);
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
-    count(counters_.tx_read_responses, irq_count_);  // flushed: no longer in flight
-    irq_count_ = irq_built_ = 0;
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    count(counters_.tx_read_responses, tx_.irq_count);  // flushed: no longer in flight
+    tx_.irq_count = tx_.irq_built = 0;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
     state_.store(QpState::err);
     return linger_fd;
@@ -787,8 +775,8 @@ void QueuePair::complete(CompletionQueue* cq, const Completion& c, bool solicite
 void QueuePair::sq_complete_in_order_locked()
 {
     // RFC 5040 §5.5 rule 17/18: work requests complete in posting order.
-    while (sq_head_ < sq_tx_) {
-        SendWqe& w = sq_[sq_head_ % sq_.size()];
+    while (tx_.sq_head < tx_.sq_tx) {
+        SendWqe& w = tx_.wqe(tx_.sq_head);
         if (w.phase != WqePhase::done) break;
         if (w.status != WcStatus::success || (w.flags & send_signaled) || init_.sq_sig_all) {
             Completion c;
@@ -799,7 +787,7 @@ void QueuePair::sq_complete_in_order_locked()
             c.qp_num = qp_num_;
             complete(init_.send_cq, c, false);
         }
-        ++sq_head_;
+        ++tx_.sq_head;
     }
 }
 
@@ -808,39 +796,39 @@ void QueuePair::flush_locked()
     // Everything not yet complete ends with wr_flush_err (or the error it
     // already carries), in order.  Error completions are generated for
     // unsignaled WRs too (IB spec 10.8.3).
-    for (uint64_t i = sq_head_; i < sq_tail_; ++i) {
-        SendWqe& w = sq_[i % sq_.size()];
+    for (uint64_t i = tx_.sq_head; i < tx_.sq_tail; ++i) {
+        SendWqe& w = tx_.wqe(i);
         if (w.phase == WqePhase::done) continue;
         if (w.status == WcStatus::success) w.status = WcStatus::wr_flush_err;
         w.phase = WqePhase::done;
     }
-    sq_tx_ = sq_tail_;
+    tx_.sq_tx = tx_.sq_tail;
     sq_complete_in_order_locked();
-    orq_head_ = orq_count_ = 0;
-    for (uint32_t i = 0; i < irq_count_; ++i) {
-        ReadResponseJob& j = irq_[(irq_head_ + i) % irq_.size()];
+    tx_.orq_head = tx_.orq_count = 0;
+    for (uint32_t i = 0; i < tx_.irq_count; ++i) {
+        ReadResponseJob& j = tx_.irq_at(i);
         if (j.source) StagTable::release(j.source);
         j.source = nullptr;
     }
-    count(counters_.tx_read_responses, irq_count_);  // flushed: no longer in flight
-    irq_head_ = irq_count_ = irq_built_ = 0;
-    tx_msg_ = TxMessage::none;
-    tx_offset_ = 0;
+    count(counters_.tx_read_responses, tx_.irq_count);  // flushed: no longer in flight
+    tx_.irq_head = tx_.irq_count = tx_.irq_built = 0;
+    tx_.msg = TxMessage::none;
+    tx_.offset = 0;
 }
 
 void QueuePair::flush_rq()
 {
     // Caller holds rx_lock_ (so the message being received is ours to end).
-    if (rx_send_active_) {
+    if (rx_.send_active) {
         Completion c;
-        c.wr_id = rx_wqe_.wr_id;
-        c.status = rx_wqe_status_ != WcStatus::success ? rx_wqe_status_ : WcStatus::wr_flush_err;
+        c.wr_id = rx_.wqe.wr_id;
+        c.status = rx_.wqe_status != WcStatus::success ? rx_.wqe_status : WcStatus::wr_flush_err;
         c.opcode = WcOpcode::recv;
         c.qp_num = qp_num_;
         complete(init_.recv_cq, c, false);
-        rx_send_active_ = false;
+        rx_.send_active = false;
     }
-    rx_wqe_status_ = WcStatus::success;
+    rx_.wqe_status = WcStatus::success;
     if (srq_) {
         // SRQ WQEs stay with the SRQ; tell the consumer this QP takes no more.
         if (!destroyed_) emit_async(AsyncEventType::qp_last_wqe_reached);
@@ -861,13 +849,13 @@ void QueuePair::flush_rq()
 TerminateRecord QueuePair::last_terminate_sent() const
 {
     std::lock_guard<std::mutex> g(sq_lock_);
-    return term_sent_;
+    return conn_.term_sent;
 }
 
 TerminateRecord QueuePair::last_terminate_received() const
 {
     std::lock_guard<std::mutex> g(sq_lock_);
-    return term_received_;
+    return conn_.term_received;
 }
 
 }  // namespace iwemu

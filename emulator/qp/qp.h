@@ -34,8 +34,12 @@
 #include "emulator/qp/atomic_ops.h"
 #include "emulator/config.h"
 #include "emulator/base/connection_params.h"
+#include "emulator/qp/local_peer_link.h"
+#include "emulator/qp/qp_connection.h"
 #include "emulator/qp/qp_state.h"
 #include "emulator/qp/rx_ownership.h"
+#include "emulator/qp/receive_path.h"
+#include "emulator/qp/send_path.h"
 #include "emulator/recv_queue.h"
 #include "emulator/stag_table.h"
 #include "emulator/qp_counters.h"
@@ -50,35 +54,6 @@
 namespace iwemu {
 
 class Emulator;
-
-// Leaves elements default-initialised (octets: not written at all), so a
-// large buffer costs resident memory only for the pages actually used: a
-// thousand idle QPs must not each hold a zeroed 64 KiB receive staging area.
-template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
-    template <typename U>
-    struct rebind {
-        using other = DefaultInitAllocator<U>;
-    };
-    template <typename U>
-    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>)
-    {
-        ::new (static_cast<void*>(p)) U;
-    }
-    template <typename U, typename... Args>
-    void construct(U* p, Args&&... args)
-    {
-        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-};
-
-// What the last Terminate (sent or received) said: tests and diagnostics.
-struct TerminateRecord {
-    bool valid = false;
-    wire::TerminateCode code{wire::TerminateLayer::rdmap, 0, 0};
-    bool had_ddp_header = false;
-    bool had_rdma_header = false;
-};
 
 class QueuePair {
 public:
@@ -138,12 +113,12 @@ public:
 
     // ---- diagnostics -------------------------------------------------------
     const QpCounters& counters() const { return counters_; }
-    size_t rx_lookahead() const { return rx_lookahead_; }  // resolved at attach_connection
+    size_t rx_lookahead() const { return rx_.lookahead; }  // resolved at attach_connection
     // The socket's congestion control after attach_connection (Config::tcp_congestion).
-    const std::string& tcp_congestion() const { return tcp_congestion_; }
+    const std::string& tcp_congestion() const { return conn_.tcp_congestion; }
     TerminateRecord last_terminate_sent() const;
     TerminateRecord last_terminate_received() const;
-    uint32_t mulpdu() const { return mulpdu_; }
+    uint32_t mulpdu() const { return conn_.mulpdu; }
 
     // ---- engine ------------------------------------------------------------
     // Drive the receive path until the socket would block.  try_rx_progress
@@ -218,84 +193,25 @@ public:
     void local_writes_place();
     bool local_writes_pending() const
     {
-        return local_write_target_.load(std::memory_order_relaxed) >
-               local_write_placed_.load(std::memory_order_relaxed);
+        return local_.write_target.load(std::memory_order_relaxed) >
+               local_.write_placed.load(std::memory_order_relaxed);
     }
-    uint64_t connection_id() const { return conn_id_.load(std::memory_order_relaxed); }
+    uint64_t connection_id() const { return conn_.id.load(std::memory_order_relaxed); }
     static constexpr int64_t local_place_wait_ns = 10'000'000;  // pathological delays only
 
 private:
-    // ---------------- send side ----------------
-    enum class WqePhase : uint8_t { queued, sending, awaiting_response, done };
-    struct SendWqe {
-        uint64_t wr_id = 0;
-        WrOpcode opcode = WrOpcode::send;
-        uint32_t flags = 0;
-        uint32_t num_sge = 0;
-        Sge* sge = nullptr;          // slice of sq_sge_ (max_send_sge entries)
-        uint64_t* host_delta = nullptr;  // slice of sq_sge_host_delta_: per SGE, host address - Tagged Offset
-        uint8_t* inline_buf = nullptr;  // slice of sq_inline_ (max_inline entries)
-        uint64_t remote_addr = 0;
-        uint32_t rkey = 0;
-        union {                      // one per opcode: none adds an octet to the WQE
-            uint32_t inv_rkey = 0;   // send_with_inv, local_inv
-            uint32_t imm_data;       // rdma_write_with_imm: host order (immediate_data.cpp)
-            uint32_t atomic_id;      // atomics: the Request Identifier sent (atomics.cpp)
-        };
-        uint64_t length = 0;
-        WqePhase phase = WqePhase::queued;
-        WcStatus status = WcStatus::success;
-        uint64_t placed = 0;         // Read: Read Response octets placed
-    };
-    // SendWqe::flags bit of our own (beside ibv_send_flags): a Read's sink is
-    // in an ODP region (local_sge_ok), its Read Responses are placed fault-safe.
-    static constexpr uint32_t wqe_odp_sink = 1u << 31;
+    // ---------------- send side (send_path.h) ----------------
+    using WqePhase = SendPath::WqePhase;
+    using SendWqe = SendPath::SendWqe;
+    using ReadResponseJob = SendPath::ReadResponseJob;
+    using TxMessage = SendPath::TxMessage;
+    using TxSlot = SendPath::TxSlot;
 
-    // One inbound Read Request the responder's TX answers (RFC 5040 §5.2),
-    // or an Atomic Request (RFC 7306 §5.2, atomics.cpp: atomic set; the
-    // request id in sink_stag, the original value in sink_to once
-    // performed, the target word at source/source_to, its operands in
-    // atomic_ops_ at the same index).  Both share the IRQ, so responses
-    // leave in request order (EXT-007).
-    struct ReadResponseJob {
-        uint32_t sink_stag = 0;
-        bool atomic = false;
-        bool performed = false;
-        uint64_t sink_to = 0;
-        uint32_t size = 0;
-        MemoryRegion* source = nullptr;  // pinned (StagTable::acquire) when size > 0
-        uint64_t source_to = 0;
-    };
+    // ---------------- receive side (receive_path.h) ----------------
+    using RxTarget = ReceivePath::RxTarget;
 
-    // What the TX is in the middle of.
-    enum class TxMessage : uint8_t { none, sq, read_response, rtr, terminate };
-
-    struct TxSlot {
-        wire::FpduGather gather;
-        size_t wire_length = 0;
-        // action when this FPDU has fully left: complete the SQ WQE at sq index,
-        // retire the IRD head, or mark the Terminate as sent.
-        enum class Action : uint8_t { none, sq_sent, read_response_done, rtr_sent, terminate_sent } action =
-            Action::none;
-        uint64_t sq_index = 0;
-        size_t iov_end = 0;  // index in iov_ just past this FPDU's iovecs
-    };
-    static constexpr size_t tx_slots = 16;
-    static constexpr size_t tx_iov_capacity = 1024;
-    // A batch ends at tx_slots FPDUs or tx_batch_bytes, whichever comes first
-    // (on loopback's 64 KiB FPDUs: 16 FPDUs, about 1 MiB).  Against 512 KiB,
-    // 1-4 MiB messages gained 2-5 % when the test host ran fast and 10-20 %
-    // when it ran slowly; 2 MiB with 32 slots lost 5-10 % (docs/performance.md).
-    static constexpr size_t tx_batch_bytes = 1024 * 1024;
-    static constexpr size_t tx_engine_budget = 2 * 1024 * 1024;  // per EPOLLOUT round
-
-    // ---------------- receive side ----------------
-    enum class RxTarget : uint8_t { none, discard, user, control };
-    static constexpr size_t rx_staging_size = 64 * 1024;
-    static_assert(rx_staging_size >= rx_lookahead_max, "a look-ahead read lands in staging");
-    static constexpr size_t rx_control_max = 128;  // RDMAP header octets we keep (Read Request, Terminate, ...)
-    static constexpr uint32_t rx_copy_max = 8192;  // larger segments: header read, then payload readv'd in place
-    static constexpr int rx_read_budget = 64;       // socket reads per progress call
+    // ---------------- connection (qp_connection.h) ----------------
+    using PeerWakeup = QpConnection::PeerWakeup;
 
     // -- tx_engine.cpp
     // sq_lock_ held; budget: octets to frame before yielding to other QPs (engine)
@@ -404,7 +320,7 @@ private:
     void rx_fail(const wire::TerminateCode& code, std::span<const uint8_t> offending,
                  std::optional<uint16_t> seg_len, AsyncEventType event, WcStatus rq_status);
     void rx_connection_lost(int err);
-    void rx_kick_tx();                        // no lock held: tx_locked() for rx_tx_kick_
+    void rx_kick_tx();                        // no lock held: tx_locked() for rx_.tx_kick
     void rx_copy_payload(const uint8_t* p, size_t n);
     void rx_odp_fail();
     int rx_dest_range(uint32_t off, uint32_t len, iovec* out) const;
@@ -457,106 +373,17 @@ private:
     // live there, where other processes read them (status_publisher.h).
     PublishedQp published_{qp_num_};
     std::atomic<QpState>& state_ = published_.slot().state;
-    std::function<void(QpConnectionEvent)> conn_handler_;
-    std::mutex handler_lock_;
 
     // connection
     std::atomic<int> fd_{-1};
-    ConnectionParams params_;
-    uint32_t mulpdu_ = wire::mpa_mulpdu_max;
-    int64_t mulpdu_checked_ns_ = 0;    // sq_lock_: when TCP_MAXSEG was last read (tx_follow_emss_locked)
-    static constexpr int64_t mulpdu_check_interval_ns = 1'000'000;
-    uint16_t ord_ = 0;   // outbound Reads in flight allowed
-    uint16_t ird_ = 0;   // inbound Reads queued allowed
-    // IB transport timers (timeout, retry_cnt, rnr_retry, min_rnr_timer):
-    // TCP retransmits for an RNIC, so they only read back as they were set,
-    // as applications and rdma-core's tests expect of a device.
-    struct IbTimers {
-        uint8_t timeout = 0, retry_cnt = 0, rnr_retry = 0, min_rnr_timer = 0;
-    } ib_timers_;
     bool epollout_ = false;
     uint32_t engine_events_ = 0;  // sq_lock_: the socket's interest in the engine's epoll set, 0: not in it
-    std::atomic<bool> tx_backlog_{false};  // mirror of epollout_ for lock-free checks
-    // The socket refused more (EAGAIN or a partial write): only the
-    // engine's EPOLLOUT, not a polling thread, tries again.
-    std::atomic<bool> tx_window_closed_{false};
-    bool tx_gate_open_ = false;      // responder: closed until the first inbound FPDU
-    // ... or until this time (client/server mode; first_fpdus.cpp)
-    std::optional<std::chrono::steady_clock::time_point> tx_gate_deadline_;
-    // first_fpdus.cpp (sq_lock_): the wake-ups of a peer that may have left
-    // our first FPDUs unread.
-    enum class PeerWakeup : uint8_t {
-        after_gate,  // Responder: scheduled once its wait for the Initiator ends
-        scheduled,   // at wakeup_epoch_ + the delay of wakeup_step_
-        done,        // the peer read our stream, the steps ran out, or off
-    };
-    PeerWakeup wakeup_state_ = PeerWakeup::done;
-    uint8_t wakeup_step_ = 0;
-    bool wakeup_pending_tx_ = false;  // one to send at the next message boundary
-    std::chrono::steady_clock::time_point wakeup_epoch_{};
-    std::atomic<bool> rx_first_fpdu_seen_{false};
-    bool rtr_pending_tx_ = false;    // initiator: RTR still to send
-    bool rtr_expect_rx_ = false;     // responder: next FPDU is the RTR
-    bool rtr_read_response_expected_ = false;  // initiator sent a Read RTR
-    bool closing_ = false;           // disconnect() requested: FIN after the SQ drains
-    bool fin_sent_ = false;
-    // sq_lock_: a FIN queued behind octets TCP has not sent (fin_stall.cpp).
-    int fin_stall_unsent_ = 0;                      // those octets at the last look; 0: not watching
-    std::chrono::steady_clock::time_point fin_stall_next_{};  // the next look
     std::atomic<bool> peer_fin_{false};  // FIN read: no more receiving; close once our TX is out
-    std::atomic<int64_t> rx_last_message_ns_{0};  // fin_grace.cpp: coarse clock, 0: none yet
-    std::optional<std::chrono::steady_clock::time_point> linger_fin_at_;  // shutdown_locked -> linger_after_destroy
-    bool tx_stopped_ = false;        // Terminate sent or socket dead: nothing more goes out
-    std::atomic<int> tx_error_{0};   // the socket error a sendmsg took (ECONNRESET, ETIMEDOUT), 0: none
     std::atomic<bool> destroyed_{false};
-    bool conn_event_sent_ = false;
-    bool tx_prefer_irq_ = true;
-    std::optional<AsyncEventType> pending_async_;
-    std::optional<QpConnectionEvent> pending_conn_;
-    std::atomic<bool> deferred_{false};
-    std::atomic<bool> rq_flush_pending_{false};   // the one final connection event of this attachment went out
+    QpConnection conn_;  // qp_connection.h
 
     mutable std::mutex sq_lock_;
-    std::vector<SendWqe> sq_;
-    std::vector<Sge> sq_sge_;
-    std::vector<uint64_t> sq_sge_host_delta_;
-    std::vector<uint8_t> sq_inline_;
-    uint32_t max_send_sge_ = 0;
-    uint32_t max_inline_ = 0;
-    uint64_t sq_head_ = 0;   // oldest not completed
-    uint64_t sq_tx_ = 0;     // next to start transmitting
-    uint64_t sq_tail_ = 0;   // next free
-    // ORQ: SQ indexes of Reads whose Request went out, oldest first.
-    std::array<uint64_t, 128> orq_{};
-    uint32_t orq_head_ = 0, orq_count_ = 0;
-    // IRQ: inbound Read Requests to answer, oldest first.
-    std::array<ReadResponseJob, 128> irq_{};
-    uint32_t irq_head_ = 0, irq_count_ = 0;
-    uint32_t irq_built_ = 0;          // jobs at the IRQ head fully framed, awaiting retirement
-    uint32_t tx_msn_[4] = {1, 1, 1, 1};  // next MSN per QN (Send, Read/Atomic Request, Terminate, Atomic Response)
-    // atomics.cpp: the operands of the Atomic Requests in irq_, by index;
-    // allocated at a QP's first Atomic Request (none cost nothing).
-    std::unique_ptr<AtomicOperands[]> atomic_ops_;
-
-    // TX message in progress + batch
-    TxMessage tx_msg_ = TxMessage::none;
-    uint64_t tx_offset_ = 0;          // payload octets of the current message already framed
-    bool tx_imm_next_ = false;        // rdma_write_with_imm: Write framed, Immediate Data next
-    std::array<TxSlot, tx_slots> slots_{};
-    size_t slot_first_ = 0, slot_count_ = 0;
-    std::array<iovec, tx_iov_capacity> iov_;  // not zeroed (16 KiB): only [iov_first_, +iov_count_) is ever read
-    size_t iov_first_ = 0, iov_count_ = 0;   // unsent part of the batch
-    size_t batch_bytes_ = 0;
-    size_t slot_sent_bytes_ = 0;      // octets of slots_[slot_first_] already written
-    uint32_t tx_stream_offset_ = 0;
-    bool terminate_pending_ = false;
-    bool terminate_sent_ = false;
-    bool terminate_in_batch_ = false;
-    std::array<uint8_t, wire::terminate_ulpdu_max_size + 8> terminate_ulpdu_{};
-    size_t terminate_len_ = 0;
-    std::array<uint8_t, 64> control_ulpdu_{};  // RTR
-    size_t control_len_ = 0;
-    TerminateRecord term_sent_, term_received_;
+    SendPath tx_;
 
     // receive queue
     std::mutex rq_lock_;
@@ -565,38 +392,7 @@ private:
 
     // receive path (rx_lock_)
     std::mutex rx_lock_;
-    wire::FpduReceiver rx_;
-    std::vector<uint8_t, DefaultInitAllocator<uint8_t>> rx_staging_;  // pages become resident as reads fill them
-    size_t rx_pos_ = 0, rx_end_ = 0;
-    size_t rx_read_hint_ = 8192;
-    size_t rx_lookahead_ = rx_lookahead_min;  // staging tail of a direct readv (Config::rx_lookahead)
-    std::string tcp_congestion_;              // set once at attach, before the socket goes live
-    uint32_t rx_prev_plen_ = 0;        // payload octets of the segment before the last (rx_read_hint_)
-    bool rx_dead_ = false;             // error seen: drain and drop, place nothing
-    uint32_t rx_msn_[4] = {1, 1, 1, 1};  // next expected MSN per QN
-    RxTarget rx_target_ = RxTarget::none;
-    std::array<iovec, recv_wqe_max_sge + 1> rx_dest_{};  // placement target of this segment's payload
-    int rx_dest_count_ = 0;
-    bool rx_dest_odp_ = false;         // rx_dest_ lies in an ODP region: fault-safe placement
-    bool rx_odp_fault_ = false;        // ... and a copy into it faulted
-    bool rx_wqe_odp_ = false;          // rx_wqe_'s buffers are in an ODP region
-    std::array<uint8_t, wire::ddp_untagged_header_size + rx_control_max> rx_control_{};  // DDP hdr + RDMAP hdr
-    size_t rx_control_len_ = 0;
-    wire::DdpHeader rx_hdr_{};
-    uint8_t rx_opcode_ = 0;
-    uint32_t rx_plen_ = 0;             // payload octets of the current segment
-    uint16_t rx_ulen_ = 0;             // its ULPDU_Length
-    // Untagged QN 0 message in progress
-    bool rx_send_active_ = false;
-    RecvWqe rx_wqe_{};
-    // The RQ's next WQE, prefetched by every empty read: it was written a
-    // queue depth of messages ago and is out of cache by the time its Send
-    // arrives (a miss of ~100 ns on the receive path of every message).
-    const RecvWqe* rx_wqe_next_ = nullptr;
-    std::array<uint64_t, recv_wqe_max_sge> rx_wqe_host_delta_{};
-    WcStatus rx_wqe_status_ = WcStatus::success;  // set when the message in progress failed locally
-    uint64_t rx_send_placed_ = 0;
-    bool rx_rtr_absorb_ = false;       // the current segment is the peer's RTR
+    ReceivePath rx_;
     // Parked on the header of a Send with no receive posted (rx_rnr_wait.cpp).
     bool rx_rnr_parked_ = false;
     std::chrono::steady_clock::time_point rx_rnr_deadline_{};
@@ -606,26 +402,9 @@ private:
     // changed under sq_lock_ (it decides the epoll interest), the reader
     // read without.
     RxOwnership rx_owner_;
-    MemoryRegion* rx_mr_ = nullptr;    // pinned target of the current tagged segment
-    bool rx_tx_kick_ = false;          // this receive pass made TX work (rx_kick_tx after unlocking)
-    // RFC 7306 (immediate_data.cpp)
-    bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted
-    uint64_t rx_write_len_ = 0;        // octets of the latest inbound RDMA Write message
-    bool rx_write_open_ = false;       // its last segment (L = 1) not seen yet
+    bool rfc7306_ = true;              // config rfc7306: Immediate Data sent and accepted (immediate_data.cpp)
 
-    // local_peer.cpp.  Stream octets since attach: sent (sq_lock_) and
-    // read from the socket (rx_lock_); both ends count from the first FPDU octet.
-    uint64_t tx_stream_sent_ = 0;
-    uint64_t rx_stream_read_ = 0;
-    std::atomic<uint64_t> conn_id_{0};            // this attachment (rx_lock_ + sq_lock_ to change)
-    std::atomic<bool> local_peer_linked_{false};  // the peer QP is in this process
-    std::mutex local_peer_lock_;                  // local_peer_, local_peer_conn_
-    std::weak_ptr<QueuePair> local_peer_;
-    uint64_t local_peer_conn_ = 0;
-    // Sender: where our last Write to the local peer ends in the stream
-    // (sq_lock_ writes), and how far the peer is known to have placed.
-    std::atomic<uint64_t> local_write_target_{0};
-    std::atomic<uint64_t> local_write_placed_{0};
+    LocalPeerLink local_;  // local_peer_link.h
 
     QpCounters& counters_ = published_.slot().counters;
     friend class Emulator;

@@ -93,7 +93,7 @@ void QueuePair::rx_progress()
         count(counters_.rx_engine_passes);
         if (rx_rnr_parked_) rx_rnr_check_peer();  // EPOLLRDHUP: the only read event while parked
         rx_locked();
-        kick = std::exchange(rx_tx_kick_, false);
+        kick = std::exchange(rx_.tx_kick, false);
     }
     if (kick) rx_kick_tx();
     drain_deferred();
@@ -107,7 +107,7 @@ void QueuePair::try_rx_progress(std::atomic<uint64_t>* pass_counter)
         if (!g.owns_lock()) return;
         if (pass_counter) count(*pass_counter);
         rx_locked();
-        kick = std::exchange(rx_tx_kick_, false);
+        kick = std::exchange(rx_.tx_kick, false);
     }
     if (kick) rx_kick_tx();
     drain_deferred();
@@ -126,16 +126,16 @@ void QueuePair::rx_kick_tx()
 
 void QueuePair::drain_deferred()
 {
-    if (!deferred_.load(std::memory_order_acquire)) return;
+    if (!conn_.deferred.load(std::memory_order_acquire)) return;
     std::optional<AsyncEventType> a;
     std::optional<QpConnectionEvent> c;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        a = pending_async_;
-        c = pending_conn_;
-        pending_async_.reset();
-        pending_conn_.reset();
-        deferred_.store(false, std::memory_order_release);
+        a = conn_.pending_async;
+        c = conn_.pending_conn;
+        conn_.pending_async.reset();
+        conn_.pending_conn.reset();
+        conn_.deferred.store(false, std::memory_order_release);
     }
     if (a && !destroyed_) emit_async(*a);
     if (c) emit_connection_event(*c);
@@ -143,31 +143,31 @@ void QueuePair::drain_deferred()
 
 void QueuePair::defer_locked(std::optional<AsyncEventType> a, std::optional<QpConnectionEvent> c)
 {
-    if (a && !pending_async_) pending_async_ = a;
-    if (c && !conn_event_sent_) {
-        pending_conn_ = c;
-        conn_event_sent_ = true;
+    if (a && !conn_.pending_async) conn_.pending_async = a;
+    if (c && !conn_.event_sent) {
+        conn_.pending_conn = c;
+        conn_.event_sent = true;
     }
-    deferred_.store(true, std::memory_order_release);
+    conn_.deferred.store(true, std::memory_order_release);
 }
 
 // Copy of payload octets that arrived in the staging buffer.
 void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
 {
-    const uint32_t off = rx_.payload_received();
-    if (rx_target_ == RxTarget::user) {
+    const uint32_t off = rx_.fpdu.payload_received();
+    if (rx_.target == RxTarget::user) {
         count(counters_.rx_copied_bytes, n);
         size_t skip = off;
-        for (int i = 0; i < rx_dest_count_ && n > 0; ++i) {
-            const iovec& d = rx_dest_[i];
+        for (int i = 0; i < rx_.dest_count && n > 0; ++i) {
+            const iovec& d = rx_.dest[i];
             if (skip >= d.iov_len) {
                 skip -= d.iov_len;
                 continue;
             }
             const size_t take = std::min(n, d.iov_len - skip);
-            if (__builtin_expect(rx_dest_odp_, 0)) {
+            if (__builtin_expect(rx_.dest_odp, 0)) {
                 if (!odp_write(static_cast<uint8_t*>(d.iov_base) + skip, p, take)) {
-                    rx_odp_fault_ = true;
+                    rx_.odp_fault = true;
                     return;
                 }
             } else {
@@ -177,9 +177,9 @@ void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
             n -= take;
             skip = 0;
         }
-    } else if (rx_target_ == RxTarget::control) {
-        const size_t base = rx_control_len_;
-        if (base + off + n <= rx_control_.size()) std::memcpy(rx_control_.data() + base + off, p, n);
+    } else if (rx_.target == RxTarget::control) {
+        const size_t base = rx_.control_len;
+        if (base + off + n <= rx_.control.size()) std::memcpy(rx_.control.data() + base + off, p, n);
     }
 }
 
@@ -187,8 +187,8 @@ void QueuePair::rx_copy_payload(const uint8_t* p, size_t n)
 int QueuePair::rx_dest_range(uint32_t off, uint32_t len, iovec* out) const
 {
     int n = 0;
-    for (int i = 0; i < rx_dest_count_ && len > 0; ++i) {
-        const iovec& d = rx_dest_[i];
+    for (int i = 0; i < rx_.dest_count && len > 0; ++i) {
+        const iovec& d = rx_.dest[i];
         if (off >= d.iov_len) {
             off -= static_cast<uint32_t>(d.iov_len);
             continue;
@@ -205,21 +205,21 @@ void QueuePair::rx_locked()
 {
     // Read first: an exchange is a locked instruction, and this runs on
     // every empty poll.
-    if (rq_flush_pending_.load(std::memory_order_relaxed) && rq_flush_pending_.exchange(false)) flush_rq();
+    if (conn_.rq_flush_pending.load(std::memory_order_relaxed) && conn_.rq_flush_pending.exchange(false)) flush_rq();
     const int fd = fd_.load(std::memory_order_acquire);
     if (fd < 0 || peer_fin_.load(std::memory_order_relaxed)) return;
     // Parked on a Send header: retry its placement (a receive may be posted
     // now, or the wait is over) before reading anything more.
-    if (rx_rnr_parked_ && !rx_place_send(rx_hdr_, rx_plen_)) return;
+    if (rx_rnr_parked_ && !rx_place_send(rx_.hdr, rx_.plen)) return;
     if (capture::on() && rx_fault_hold_locked(fd)) return;  // IWEMU_FAULTS delay/stall
-    if (rx_wqe_next_) {
-        __builtin_prefetch(rx_wqe_next_);
-        __builtin_prefetch(reinterpret_cast<const char*>(rx_wqe_next_) + 63);  // slots are not line-aligned
+    if (rx_.wqe_next) {
+        __builtin_prefetch(rx_.wqe_next);
+        __builtin_prefetch(reinterpret_cast<const char*>(rx_.wqe_next) + 63);  // slots are not line-aligned
     }
     // recv()/recvmsg(), not read()/readv(): most calls of a polling thread
     // find the socket empty, and the socket calls skip the VFS layer (and
     // the shim's read() interposition): 326 against 360 ns per empty call.
-    // Bounded work per call: at most rx_read_budget socket reads, so the
+    // Bounded work per call: at most ReceivePath::rx_read_budget socket reads, so the
     // engine serves other QPs in between (fairness).  Octets already in the
     // staging buffer are always processed before returning: level-triggered
     // epoll only brings us back for octets still in the socket.
@@ -231,44 +231,44 @@ void QueuePair::rx_locked()
     bool drained = false;
     for (;;) {
         if (fd_.load(std::memory_order_relaxed) < 0) return;
-        if (reads >= rx_read_budget && rx_pos_ == rx_end_) return;
+        if (reads >= ReceivePath::rx_read_budget && rx_.pos == rx_.end) return;
         ++reads;
         ssize_t k;
-        if (rx_dead_) {
+        if (rx_.dead) {
             // After an error nothing more is placed (RFC 5041 §7.1, MPA-053):
             // drain until the peer closes.
-            rx_pos_ = rx_end_ = 0;
-            k = capture::on() ? capture::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT, qp_num_)
-                              : ::recv(fd, rx_staging_.data(), rx_staging_.size(), MSG_DONTWAIT);
+            rx_.pos = rx_.end = 0;
+            k = capture::on() ? capture::recv(fd, rx_.staging.data(), rx_.staging.size(), MSG_DONTWAIT, qp_num_)
+                              : ::recv(fd, rx_.staging.data(), rx_.staging.size(), MSG_DONTWAIT);
             count(counters_.rx_syscalls);
             if (k > 0) continue;
         } else {
-            if (rx_pos_ == rx_end_) rx_pos_ = rx_end_ = 0;
-            const wire::FpduRxNeed need = rx_.next_need();
-            if (rx_pos_ < rx_end_) {
-                const uint8_t* p = rx_staging_.data() + rx_pos_;
-                const size_t avail = rx_end_ - rx_pos_;
+            if (rx_.pos == rx_.end) rx_.pos = rx_.end = 0;
+            const wire::FpduRxNeed need = rx_.fpdu.next_need();
+            if (rx_.pos < rx_.end) {
+                const uint8_t* p = rx_.staging.data() + rx_.pos;
+                const size_t avail = rx_.end - rx_.pos;
                 wire::FpduReceiver::ConsumeResult r;
                 if (need.state == wire::FpduRxState::payload) {
                     const size_t n = std::min<size_t>(avail, need.max_octets);
                     rx_copy_payload(p, n);
-                    if (__builtin_expect(rx_odp_fault_, 0)) return rx_odp_fail();
-                    r = rx_.consume({p, n});
+                    if (__builtin_expect(rx_.odp_fault, 0)) return rx_odp_fail();
+                    r = rx_.fpdu.consume({p, n});
                 } else {
-                    r = rx_.consume_framing({p, avail});
+                    r = rx_.fpdu.consume_framing({p, avail});
                 }
-                rx_pos_ += r.consumed;
+                rx_.pos += r.consumed;
                 --reads;  // no system call
                 if (!rx_handle_event(r.event)) return;
                 continue;
             }
             if (drained) return;  // rx_progress kicks the TX after unlocking
-            if (std::exchange(rx_tx_kick_, false)) {
+            if (std::exchange(rx_.tx_kick, false)) {
                 // Everything read so far is parsed: answer it now, not after
                 // the next read() (a Read Response must not wait for an EAGAIN).
                 rx_kick_tx();
             }
-            if (need.state == wire::FpduRxState::payload && rx_target_ == RxTarget::user && need.max_octets >= 256) {
+            if (need.state == wire::FpduRxState::payload && rx_.target == RxTarget::user && need.max_octets >= 256) {
                 // Straight into user memory, plus a look-ahead for the trailer
                 // and the next header.
                 // The segment's last octets go through the staging buffer
@@ -276,8 +276,8 @@ void QueuePair::rx_locked()
                 // last, which the kernel's copy does not promise.
                 const uint32_t direct = need.max_octets - static_cast<uint32_t>(placement_ordered_tail);
                 iovec iov[recv_wqe_max_sge + 2];
-                int cnt = rx_dest_range(rx_.payload_received(), direct, iov);
-                iov[cnt++] = {rx_staging_.data(), rx_lookahead_};
+                int cnt = rx_dest_range(rx_.fpdu.payload_received(), direct, iov);
+                iov[cnt++] = {rx_.staging.data(), rx_.lookahead};
                 size_t asked = 0;
                 for (int i = 0; i < cnt; ++i) asked += iov[i].iov_len;
                 msghdr msg{};
@@ -286,35 +286,35 @@ void QueuePair::rx_locked()
                 k = capture::on() ? capture::recvmsg(fd, &msg, MSG_DONTWAIT, qp_num_) : ::recvmsg(fd, &msg, MSG_DONTWAIT);
                 count(counters_.rx_syscalls);
                 if (k > 0) {
-                    rx_stream_read_ += static_cast<size_t>(k);
+                    rx_.stream_read += static_cast<size_t>(k);
                     drained = static_cast<size_t>(k) < asked;
                     size_t placed = std::min<size_t>(static_cast<size_t>(k), direct);
-                    rx_end_ = static_cast<size_t>(k) - placed;
-                    rx_pos_ = 0;
+                    rx_.end = static_cast<size_t>(k) - placed;
+                    rx_.pos = 0;
                     for (int i = 0; i < cnt - 1 && placed > 0; ++i) {
                         const size_t take = std::min(placed, iov[i].iov_len);
-                        const auto r = rx_.consume({static_cast<const uint8_t*>(iov[i].iov_base), take});
+                        const auto r = rx_.fpdu.consume({static_cast<const uint8_t*>(iov[i].iov_base), take});
                         placed -= take;
                         if (!rx_handle_event(r.event)) return;
                     }
                     continue;
                 }
             } else {
-                k = capture::on() ? capture::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT, qp_num_)
-                                  : ::recv(fd, rx_staging_.data(), rx_read_hint_, MSG_DONTWAIT);
+                k = capture::on() ? capture::recv(fd, rx_.staging.data(), rx_.read_hint, MSG_DONTWAIT, qp_num_)
+                                  : ::recv(fd, rx_.staging.data(), rx_.read_hint, MSG_DONTWAIT);
                 count(counters_.rx_syscalls);
                 if (k > 0) {
-                    rx_stream_read_ += static_cast<size_t>(k);
-                    drained = static_cast<size_t>(k) < rx_read_hint_;
-                    rx_pos_ = 0;
-                    rx_end_ = static_cast<size_t>(k);
+                    rx_.stream_read += static_cast<size_t>(k);
+                    drained = static_cast<size_t>(k) < rx_.read_hint;
+                    rx_.pos = 0;
+                    rx_.end = static_cast<size_t>(k);
                     continue;
                 }
             }
         }
         if (k == 0) {
             IWEMU_LOG(debug, "qp %u: EOF (need state %d max %u, pos %zu end %zu)", qp_num_,
-                      static_cast<int>(rx_.next_need().state), rx_.next_need().max_octets, rx_pos_, rx_end_);
+                      static_cast<int>(rx_.fpdu.next_need().state), rx_.fpdu.next_need().max_octets, rx_.pos, rx_.end);
             rx_connection_lost(0);
             return;
         }
@@ -323,7 +323,7 @@ void QueuePair::rx_locked()
         // Straight into an ODP region that is not mapped there: the kernel
         // consumed nothing, the stream is intact; fail the access (no other
         // target can fault: the rest must stay mapped while registered).
-        if (errno == EFAULT && rx_dest_odp_ && rx_target_ == RxTarget::user) return rx_odp_fail();
+        if (errno == EFAULT && rx_.dest_odp && rx_.target == RxTarget::user) return rx_odp_fail();
         rx_connection_lost(errno);
         return;
     }
@@ -336,14 +336,14 @@ bool QueuePair::rx_handle_event(wire::FpduRxEvent ev)
     case wire::FpduRxEvent::segment_header: return rx_on_segment_header();
     case wire::FpduRxEvent::segment_end: return rx_on_segment_end();
     case wire::FpduRxEvent::error: {
-        const wire::FpduRxError& e = rx_.error();
+        const wire::FpduRxError& e = rx_.fpdu.error();
         IWEMU_LOG(info, "qp %u: FPDU error: %.*s", qp_num_, static_cast<int>(e.what.size()), e.what.data());
         // MPA errors carry no headers; DDP errors found by the framer (DV) do.
         std::span<const uint8_t> hdr;
         std::optional<uint16_t> seg_len;
         if (e.code.layer != TerminateLayer::llp) {
-            hdr = rx_.ddp_header();
-            seg_len = rx_.ulpdu_length();
+            hdr = rx_.fpdu.ddp_header();
+            seg_len = rx_.fpdu.ulpdu_length();
         }
         rx_fail(e.code, hdr, seg_len, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
@@ -354,52 +354,52 @@ bool QueuePair::rx_handle_event(wire::FpduRxEvent ev)
 
 bool QueuePair::rx_on_segment_header()
 {
-    const auto bytes = rx_.ddp_header();
+    const auto bytes = rx_.fpdu.ddp_header();
     const auto h = wire::decode_ddp_header(bytes);
-    const uint16_t ulen = rx_.ulpdu_length();
-    std::memcpy(rx_control_.data(), bytes.data(), bytes.size());
-    rx_control_len_ = bytes.size();
+    const uint16_t ulen = rx_.fpdu.ulpdu_length();
+    std::memcpy(rx_.control.data(), bytes.data(), bytes.size());
+    rx_.control_len = bytes.size();
     if (!h) {
         rx_fail(rdmap_op(ec::rdmap_unspecified), {}, ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
-    rx_hdr_ = *h;
-    rx_target_ = RxTarget::none;
-    rx_dest_count_ = 0;
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
-    if (auto err = wire::validate_rdmap_segment(rx_hdr_, ulen, {.rfc7306 = rfc7306_, .version = params_.ddp_rdmap_version})) {
+    rx_.hdr = *h;
+    rx_.target = RxTarget::none;
+    rx_.dest_count = 0;
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
+    if (auto err = wire::validate_rdmap_segment(rx_.hdr, ulen, {.rfc7306 = rfc7306_, .version = conn_.params.ddp_rdmap_version})) {
         rx_fail(*err, offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
-    rx_opcode_ = rx_hdr_.rsvdulp0 & wire::rdmap_control_opcode;
-    const uint32_t plen = rx_.payload_length();
-    rx_plen_ = plen;
-    rx_ulen_ = ulen;
-    switch (static_cast<wire::RdmapOpcode>(rx_opcode_)) {
-    case wire::RdmapOpcode::rdma_write: return rx_place_tagged_write(rx_hdr_, plen);
-    case wire::RdmapOpcode::rdma_read_response: return rx_place_read_response(rx_hdr_, plen);
+    rx_.opcode = rx_.hdr.rsvdulp0 & wire::rdmap_control_opcode;
+    const uint32_t plen = rx_.fpdu.payload_length();
+    rx_.plen = plen;
+    rx_.ulen = ulen;
+    switch (static_cast<wire::RdmapOpcode>(rx_.opcode)) {
+    case wire::RdmapOpcode::rdma_write: return rx_place_tagged_write(rx_.hdr, plen);
+    case wire::RdmapOpcode::rdma_read_response: return rx_place_read_response(rx_.hdr, plen);
     case wire::RdmapOpcode::send:
     case wire::RdmapOpcode::send_with_invalidate:
     case wire::RdmapOpcode::send_with_se:
     case wire::RdmapOpcode::send_with_se_and_invalidate:
     case wire::RdmapOpcode::immediate_data:  // RFC 7306: a QN-0 message too (immediate_data.cpp)
-    case wire::RdmapOpcode::immediate_data_with_se: return rx_place_send(rx_hdr_, plen);
+    case wire::RdmapOpcode::immediate_data_with_se: return rx_place_send(rx_.hdr, plen);
     case wire::RdmapOpcode::rdma_read_request:
     case wire::RdmapOpcode::atomic_request:   // RFC 7306: QN 1 too (atomics.cpp)
     case wire::RdmapOpcode::atomic_response:  // RFC 7306: QN 3, its own sequence
-        if (rx_hdr_.msn != rx_msn_[rx_hdr_.qn]) {
+        if (rx_.hdr.msn != rx_.msn[rx_.hdr.qn]) {
             rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
                     WcStatus::success);
             return false;
         }
-        rx_target_ = RxTarget::control;
+        rx_.target = RxTarget::control;
         return true;
     case wire::RdmapOpcode::terminate:
-        if (plen + rx_control_len_ > rx_control_.size()) {
-            rx_target_ = RxTarget::discard;  // oversize: keep what fits, decode tolerates it
+        if (plen + rx_.control_len > rx_.control.size()) {
+            rx_.target = RxTarget::discard;  // oversize: keep what fits, decode tolerates it
             return true;
         }
-        rx_target_ = RxTarget::control;
+        rx_.target = RxTarget::control;
         return true;
     default:
         rx_fail(rdmap_op(ec::rdmap_unexpected_opcode), offending, ulen, AsyncEventType::qp_fatal, WcStatus::success);
@@ -413,15 +413,15 @@ bool QueuePair::rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len)
     StagError e;
     MemoryRegion* mr = emu_.stags().acquire(h.stag, pd_, access_remote_write, h.to, len, &e, stream_id_);
     if (!mr) {
-        rx_fail(tagged_code(e), {rx_control_.data(), rx_control_len_}, rx_ulen_,
+        rx_fail(tagged_code(e), {rx_.control.data(), rx_.control_len}, rx_.ulen,
                 AsyncEventType::qp_access_err, WcStatus::success);
         return false;
     }
-    rx_mr_ = mr;
-    rx_dest_odp_ = mr->access() & access_on_demand;
-    rx_dest_[0] = {mr->at(h.to), len};
-    rx_dest_count_ = 1;
-    rx_target_ = RxTarget::user;
+    rx_.mr = mr;
+    rx_.dest_odp = mr->access() & access_on_demand;
+    rx_.dest[0] = {mr->at(h.to), len};
+    rx_.dest_count = 1;
+    rx_.target = RxTarget::user;
     return true;
 }
 
@@ -431,19 +431,19 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
     bool fail = false;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        if (rtr_read_response_expected_) {
+        if (conn_.rtr_read_response_expected) {
             // The answer to our own Read RTR: absorbed, no WR (RFC 6581 §9.2).
             if (len == 0 && h.control.last) {
-                rx_rtr_absorb_ = true;
+                rx_.rtr_absorb = true;
                 return true;
             }
             err = rdmap_op(ec::rdmap_unexpected_opcode);
             fail = true;
-        } else if (orq_count_ == 0 || sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].opcode != WrOpcode::rdma_read) {
+        } else if (tx_.orq_count == 0 || tx_.orq_front().opcode != WrOpcode::rdma_read) {
             err = rdmap_op(ec::rdmap_unexpected_opcode);  // a Response nobody asked for, or an atomic's turn
             fail = true;
         } else {
-            SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
+            SendWqe& w = tx_.orq_front();
             const uint32_t sink_stag = w.num_sge ? w.sge[0].lkey : 0;
             const uint64_t sink_to = w.num_sge ? w.sge[0].addr : 0;
             if (len > 0) {
@@ -460,16 +460,16 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
                     const int n = payload_slices(w.sge, w.host_delta, w.num_sge, w.placed, len, slices,
                                                  static_cast<int>(std::size(storage.items)));
                     for (int i = 0; i < n; ++i)
-                        rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
-                    rx_dest_count_ = n;
-                    rx_dest_odp_ = w.flags & wqe_odp_sink;
-                    rx_target_ = RxTarget::user;
+                        rx_.dest[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
+                    rx_.dest_count = n;
+                    rx_.dest_odp = w.flags & SendPath::wqe_odp_sink;
+                    rx_.target = RxTarget::user;
                 }
             }
         }
     }
     if (fail) {
-        rx_fail(err, {rx_control_.data(), rx_control_len_}, rx_ulen_,
+        rx_fail(err, {rx_.control.data(), rx_.control_len}, rx_.ulen,
                 err.layer == TerminateLayer::ddp ? AsyncEventType::qp_access_err : AsyncEventType::qp_fatal,
                 WcStatus::success);
         return false;
@@ -479,56 +479,56 @@ bool QueuePair::rx_place_read_response(const wire::DdpHeader& h, uint32_t len)
 
 bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
 {
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
-    const uint16_t ulen = rx_ulen_;
-    const bool immediate = wire::rdmap_opcode_is_immediate_data(rx_opcode_);
-    if (immediate && rx_send_active_) return rx_reject_immediate_data_inside_send();
-    if (h.msn != rx_msn_[0]) {
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
+    const uint16_t ulen = rx_.ulen;
+    const bool immediate = wire::rdmap_opcode_is_immediate_data(rx_.opcode);
+    if (immediate && rx_.send_active) return rx_reject_immediate_data_inside_send();
+    if (h.msn != rx_.msn[0]) {
         rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_range), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);
         return false;
     }
-    if (rtr_expect_rx_ && !rx_send_active_ && len == 0 && h.control.last && h.mo == 0) {
-        rx_rtr_absorb_ = true;  // zero-length Send RTR: no WQE, no CQE (decision 8)
+    if (conn_.rtr_expect_rx && !rx_.send_active && len == 0 && h.control.last && h.mo == 0) {
+        rx_.rtr_absorb = true;  // zero-length Send RTR: no WQE, no CQE (decision 8)
         return true;
     }
-    if (!rx_send_active_) {
+    if (!rx_.send_active) {
         // With the RNR wait on, an empty queue registers us (under the
         // queue's lock, so no post can slip between) for a kick on the next post.
         const bool wait = emu_.config().rnr_wait_ms > 0;
         bool have;
         if (srq_) {
-            have = srq_->take(&rx_wqe_, wait ? std::optional<uint32_t>(qp_num_) : std::nullopt);
+            have = srq_->take(&rx_.wqe, wait ? std::optional<uint32_t>(qp_num_) : std::nullopt);
         } else {
             std::lock_guard<std::mutex> g(rq_lock_);
-            have = rq_.pop(&rx_wqe_);
-            rx_wqe_next_ = rq_.head_slot();
+            have = rq_.pop(&rx_.wqe);
+            rx_.wqe_next = rq_.head_slot();
             if (!have && wait) rq_rnr_waiter_ = true;
         }
         // iWARP has no RNR retry: a Send without a posted receive kills the
         // stream (RFC 5041 §7.1 note, DDP-029), after the bounded wait.
         if (!have) return rx_rnr_wait(offending, ulen);
         if (rx_rnr_parked_) rx_rnr_unpark();
-        rx_send_active_ = true;
-        rx_send_placed_ = 0;
-        rx_wqe_status_ = WcStatus::success;
+        rx_.send_active = true;
+        rx_.send_placed = 0;
+        rx_.wqe_status = WcStatus::success;
         // Local buffers of the receive WQE: valid lkeys with local write.
         WcStatus st = WcStatus::success;
-        rx_wqe_odp_ = false;
-        if (!local_sge_ok(rx_wqe_.sge, rx_wqe_.num_sge, access_local_write, &st, rx_wqe_host_delta_.data(),
-                          &rx_wqe_odp_)) {
+        rx_.wqe_odp = false;
+        if (!local_sge_ok(rx_.wqe.sge, rx_.wqe.num_sge, access_local_write, &st, rx_.wqe_host_delta.data(),
+                          &rx_.wqe_odp)) {
             rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                     AsyncEventType::qp_fatal, st);
             return false;
         }
     }
     if (immediate) return rx_accept_immediate_data();  // WQE taken; its 8 octets are no Send payload
-    if (h.mo != rx_send_placed_) {
+    if (h.mo != rx_.send_placed) {
         rx_fail(ddp_untagged(ec::ddp_untagged_invalid_mo), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);
         return false;
     }
-    if (rx_send_placed_ + len > rx_wqe_.total_length) {
+    if (rx_.send_placed + len > rx_.wqe.total_length) {
         rx_fail(ddp_untagged(ec::ddp_untagged_message_too_long), offending, ulen, AsyncEventType::qp_fatal,
                 WcStatus::loc_len_err);
         return false;
@@ -536,58 +536,57 @@ bool QueuePair::rx_place_send(const wire::DdpHeader& h, uint32_t len)
     if (len > 0) {
         StackBatch<std::span<const uint8_t>, recv_wqe_max_sge + 1> storage;
         std::span<const uint8_t>* const slices = storage.items;
-        const int n = payload_slices(rx_wqe_.sge, rx_wqe_host_delta_.data(), rx_wqe_.num_sge, rx_send_placed_, len,
+        const int n = payload_slices(rx_.wqe.sge, rx_.wqe_host_delta.data(), rx_.wqe.num_sge, rx_.send_placed, len,
                                      slices, static_cast<int>(std::size(storage.items)));
-        for (int i = 0; i < n; ++i) rx_dest_[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
-        rx_dest_count_ = n;
-        rx_dest_odp_ = rx_wqe_odp_;
-        rx_target_ = RxTarget::user;
+        for (int i = 0; i < n; ++i) rx_.dest[i] = {const_cast<uint8_t*>(slices[i].data()), slices[i].size()};
+        rx_.dest_count = n;
+        rx_.dest_odp = rx_.wqe_odp;
+        rx_.target = RxTarget::user;
     }
     return true;
 }
 
 bool QueuePair::rx_on_segment_end()
 {
-    const uint32_t plen = rx_plen_;
+    const uint32_t plen = rx_.plen;
     count(counters_.rx_fpdus);
     count(counters_.rx_bytes, plen);
     // Reads into the staging buffer (payload copied) pay off for small
     // segments only.  Judge by the last two: the short tail segment of a
     // large message must not send the next large message through staging.
-    rx_read_hint_ = std::max(plen, rx_prev_plen_) > rx_copy_max ? rx_lookahead_ : 16384;
-    rx_prev_plen_ = plen;
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    rx_.read_hint = std::max(plen, rx_.prev_plen) > ReceivePath::rx_copy_max ? rx_.lookahead : 16384;
+    rx_.prev_plen = plen;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
-    const RxTarget target = rx_target_;
-    rx_target_ = RxTarget::none;
-    rx_dest_count_ = 0;
-    const bool absorb = rx_rtr_absorb_;
-    rx_rtr_absorb_ = false;
+    const RxTarget target = rx_.target;
+    rx_.target = RxTarget::none;
+    rx_.dest_count = 0;
+    const bool absorb = rx_.rtr_absorb;
+    rx_.rtr_absorb = false;
     bool ok = true;
 
-    switch (static_cast<wire::RdmapOpcode>(rx_opcode_)) {
-    case wire::RdmapOpcode::rdma_write: rx_count_write_octets(plen, rx_hdr_.control.last); break;
+    switch (static_cast<wire::RdmapOpcode>(rx_.opcode)) {
+    case wire::RdmapOpcode::rdma_write: rx_count_write_octets(plen, rx_.hdr.control.last); break;
     case wire::RdmapOpcode::immediate_data:
     case wire::RdmapOpcode::immediate_data_with_se: rx_deliver_immediate_data(); break;
     case wire::RdmapOpcode::rdma_read_response: {
         std::lock_guard<std::mutex> g(sq_lock_);
         if (absorb) {
-            rtr_read_response_expected_ = false;
+            conn_.rtr_read_response_expected = false;
             peer_read_our_stream_locked();  // it answered our RTR
             break;
         }
-        if (orq_count_ == 0) break;  // flushed meanwhile
-        SendWqe& w = sq_[orq_[orq_head_ % orq_.size()] % sq_.size()];
+        if (tx_.orq_count == 0) break;  // flushed meanwhile
+        SendWqe& w = tx_.orq_front();
         w.placed += plen;
-        if (rx_hdr_.control.last) {
+        if (rx_.hdr.control.last) {
             // The Read completes when its Response is delivered (RFC 5040 §5.5 rule 19).
             w.phase = WqePhase::done;
-            orq_head_ = (orq_head_ + 1) % orq_.size();
-            --orq_count_;
+            tx_.orq_pop();
             sq_complete_in_order_locked();
-            rx_tx_kick_ = true;  // an ORD slot is free again
+            rx_.tx_kick = true;  // an ORD slot is free again
         }
         break;
     }
@@ -596,30 +595,30 @@ bool QueuePair::rx_on_segment_end()
     case wire::RdmapOpcode::send_with_se:
     case wire::RdmapOpcode::send_with_se_and_invalidate: {
         if (absorb) {
-            ++rx_msn_[0];
+            ++rx_.msn[0];
             break;
         }
-        rx_send_placed_ += plen;
-        if (!rx_hdr_.control.last) break;
+        rx_.send_placed += plen;
+        if (!rx_.hdr.control.last) break;
         Completion c;
-        c.wr_id = rx_wqe_.wr_id;
+        c.wr_id = rx_.wqe.wr_id;
         c.opcode = WcOpcode::recv;
-        c.byte_len = static_cast<uint32_t>(rx_send_placed_);
+        c.byte_len = static_cast<uint32_t>(rx_.send_placed);
         c.qp_num = qp_num_;
         c.src_qp = qp_num_;
-        const auto op = static_cast<wire::RdmapOpcode>(rx_opcode_);
+        const auto op = static_cast<wire::RdmapOpcode>(rx_.opcode);
         if (op == wire::RdmapOpcode::send_with_invalidate || op == wire::RdmapOpcode::send_with_se_and_invalidate) {
             // RFC 5040 §5.3: after delivery, invalidate; only an STag of this stream's PD.
-            if (emu_.stags().invalidate(rx_hdr_.rsvdulp1, pd_, stream_id_) != StagError::none) {
-                rx_fail(rdmap_prot(ec::rdmap_stag_cannot_be_invalidated), {rx_control_.data(), rx_control_len_},
-                        rx_ulen_, AsyncEventType::qp_access_err, WcStatus::rem_inv_req_err);
+            if (emu_.stags().invalidate(rx_.hdr.rsvdulp1, pd_, stream_id_) != StagError::none) {
+                rx_fail(rdmap_prot(ec::rdmap_stag_cannot_be_invalidated), {rx_.control.data(), rx_.control_len},
+                        rx_.ulen, AsyncEventType::qp_access_err, WcStatus::rem_inv_req_err);
                 return false;
             }
             c.wc_flags |= wc_with_inv;
-            c.imm_data_or_inv_rkey = rx_hdr_.rsvdulp1;
+            c.imm_data_or_inv_rkey = rx_.hdr.rsvdulp1;
         }
-        rx_send_active_ = false;
-        ++rx_msn_[0];
+        rx_.send_active = false;
+        ++rx_.msn[0];
         complete(init_.recv_cq, c,
                  op == wire::RdmapOpcode::send_with_se || op == wire::RdmapOpcode::send_with_se_and_invalidate);
         break;
@@ -633,11 +632,11 @@ bool QueuePair::rx_on_segment_end()
     default: break;
     }
     if (!ok) return false;
-    if (rx_hdr_.control.last && !absorb) note_peer_message();  // fin_grace.cpp
-    if (!rx_first_fpdu_seen_.load(std::memory_order_relaxed) && !rx_first_fpdu_seen_.exchange(true)) {
-        rtr_expect_rx_ = false;
+    if (rx_.hdr.control.last && !absorb) note_peer_message();  // fin_grace.cpp
+    if (!conn_.rx_first_fpdu_seen.load(std::memory_order_relaxed) && !conn_.rx_first_fpdu_seen.exchange(true)) {
+        conn_.rtr_expect_rx = false;
         std::lock_guard<std::mutex> g(sq_lock_);
-        if (!tx_gate_open_) {
+        if (!conn_.tx_gate_open) {
             // Responder: the Initiator's first FPDU arrived and validated; we
             // may speak now (RFC 5044 §7.1.2 rule 4).
             open_tx_gate_locked();
@@ -645,24 +644,24 @@ bool QueuePair::rx_on_segment_end()
         }
         // A peer's QP owns its socket before it sends: an Initiator's always,
         // a Responder's once it has our RTR (siw_proc_mpareply, siw_accept).
-        if (params_.role == ConnectionRole::responder || params_.rtr != RtrType::none)
+        if (conn_.params.role == ConnectionRole::responder || conn_.params.rtr != RtrType::none)
             peer_read_our_stream_locked();
     }
-    rtr_expect_rx_ = false;
+    conn_.rtr_expect_rx = false;
     return true;
 }
 
 bool QueuePair::rx_handle_read_request()
 {
     const auto rr = wire::decode_read_request(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, wire::rdma_read_request_header_size));
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_ + wire::rdma_read_request_header_size};
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, wire::rdma_read_request_header_size));
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len + wire::rdma_read_request_header_size};
     if (!rr) {
-        rx_fail(rdmap_op(ec::rdmap_unspecified), offending, rx_ulen_, AsyncEventType::qp_fatal,
+        rx_fail(rdmap_op(ec::rdmap_unspecified), offending, rx_.ulen, AsyncEventType::qp_fatal,
                 WcStatus::success);
         return false;
     }
-    const bool is_rtr = rtr_expect_rx_ && rr->rdma_read_message_size == 0;
+    const bool is_rtr = conn_.rtr_expect_rx && rr->rdma_read_message_size == 0;
     MemoryRegion* source = nullptr;
     if (rr->rdma_read_message_size > 0) {
         StagError e;
@@ -676,7 +675,7 @@ bool QueuePair::rx_handle_read_request()
             e = StagError::bounds;
         }
         if (!source) {
-            rx_fail(read_source_code(e), offending, rx_ulen_, AsyncEventType::qp_access_err,
+            rx_fail(read_source_code(e), offending, rx_.ulen, AsyncEventType::qp_access_err,
                     WcStatus::success);
             return false;
         }
@@ -686,28 +685,28 @@ bool QueuePair::rx_handle_read_request()
         std::lock_guard<std::mutex> g(sq_lock_);
         // RDMAP-023: more outstanding Read Requests than our IRD is a protocol
         // error.  The Read RTR is answered whatever the IRD (RFC 6581 §9.1).
-        if (!is_rtr && irq_count_ >= ird_) {
+        if (!is_rtr && tx_.irq_count >= conn_.ird) {
             overflow = true;
             count(counters_.rx_reads_over_ird);
-        } else if (irq_count_ >= irq_.size()) {
+        } else if (tx_.irq_count >= tx_.irq.size()) {
             overflow = true;
         } else {
-            ReadResponseJob& j = irq_[(irq_head_ + irq_count_) % irq_.size()];
+            ReadResponseJob& j = tx_.irq_at(tx_.irq_count);
             j.atomic = false;
             j.sink_stag = rr->data_sink_stag;
             j.sink_to = rr->data_sink_to;
             j.size = rr->rdma_read_message_size;
             j.source = source;
             j.source_to = rr->data_source_to;
-            ++irq_count_;
-            ++rx_msn_[1];
+            ++tx_.irq_count;
+            ++rx_.msn[1];
             count(counters_.rx_read_requests);
-            rx_tx_kick_ = true;  // answered after this receive pass (rx_kick_tx)
+            rx_.tx_kick = true;  // answered after this receive pass (rx_kick_tx)
         }
     }
     if (overflow) {
         if (source) StagTable::release(source);
-        rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, rx_ulen_,
+        rx_fail(ddp_untagged(ec::ddp_untagged_invalid_msn_no_buffer), offending, rx_.ulen,
                 AsyncEventType::qp_fatal, WcStatus::success);
         return false;
     }
@@ -717,34 +716,34 @@ bool QueuePair::rx_handle_read_request()
 void QueuePair::rx_handle_terminate(uint32_t body_len)
 {
     const auto msg = wire::decode_terminate(
-        std::span<const uint8_t>(rx_control_.data() + rx_control_len_, body_len));
-    rx_dead_ = true;
+        std::span<const uint8_t>(rx_.control.data() + rx_.control_len, body_len));
+    rx_.dead = true;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
-        term_received_.valid = true;
-        term_received_.code = msg.control.code;
+        conn_.term_received.valid = true;
+        conn_.term_received.code = msg.control.code;
         count(counters_.terminates_received[static_cast<size_t>(msg.control.code.layer) % 3]);
-        term_received_.had_ddp_header = msg.control.d;
-        term_received_.had_rdma_header = msg.control.r;
+        conn_.term_received.had_ddp_header = msg.control.d;
+        conn_.term_received.had_rdma_header = msg.control.r;
         IWEMU_LOG(info, "qp %u: Terminate received %u/%u/0x%02x", qp_num_,
                   static_cast<unsigned>(msg.control.code.layer), msg.control.code.etype, msg.control.code.error_code);
         // The oldest WR that reached the wire is the one the peer refused.
         const WcStatus st = status_for_terminate(msg.control.code);
-        for (uint64_t i = sq_head_; i < sq_tx_ || (i < sq_tail_ && i == sq_tx_ && tx_msg_ == TxMessage::sq); ++i) {
-            SendWqe& w = sq_[i % sq_.size()];
+        for (uint64_t i = tx_.sq_head; i < tx_.sq_tx || (i < tx_.sq_tail && i == tx_.sq_tx && tx_.msg == TxMessage::sq); ++i) {
+            SendWqe& w = tx_.wqe(i);
             if (w.phase == WqePhase::sending || w.phase == WqePhase::awaiting_response) {
                 w.status = st;
                 break;
             }
         }
         // We may stop sending (RFC 5040 §5.4): close our half gracefully.
-        tx_stopped_ = true;
+        conn_.tx_stopped = true;
         const int fd = fd_.load();
-        if (fd >= 0 && !fin_sent_) {
+        if (fd >= 0 && !conn_.fin_sent) {
             if (capture::on()) capture::shutdown_wr(fd);
             ::shutdown(fd, SHUT_WR);
         }
-        fin_sent_ = true;
+        conn_.fin_sent = true;
         state_.store(on_iwarp_event(state_.load(), IwarpEvent::terminate_received));
         state_.store(QpState::err);
         flush_locked();
@@ -758,13 +757,13 @@ void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offe
 {
     IWEMU_LOG(info, "qp %u: receive error %u/%u/0x%02x", qp_num_, static_cast<unsigned>(code.layer), code.etype,
               code.error_code);
-    rx_dead_ = true;
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    rx_.dead = true;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
-    rx_target_ = RxTarget::discard;
-    if (rx_send_active_ && rq_status != WcStatus::success) rx_wqe_status_ = rq_status;
+    rx_.target = RxTarget::discard;
+    if (rx_.send_active && rq_status != WcStatus::success) rx_.wqe_status = rq_status;
     {
         std::lock_guard<std::mutex> g(sq_lock_);
         queue_terminate_locked(code, offending, seg_len);
@@ -784,17 +783,17 @@ void QueuePair::rx_fail(const TerminateCode& code, std::span<const uint8_t> offe
 // (RDMAP local catastrophic, RFC 5040 §7.2; the WQE: local protection).
 void QueuePair::rx_odp_fail()
 {
-    rx_odp_fault_ = false;
-    const std::span<const uint8_t> offending{rx_control_.data(), rx_control_len_};
+    rx_.odp_fault = false;
+    const std::span<const uint8_t> offending{rx_.control.data(), rx_.control_len};
     IWEMU_LOG(info, "qp %u: ODP placement fault", qp_num_);
-    if (rx_hdr_.control.tagged && rx_mr_) {
-        rx_fail(ddp_tagged(ec::ddp_tagged_base_or_bounds_violation), offending, rx_ulen_,
+    if (rx_.hdr.control.tagged && rx_.mr) {
+        rx_fail(ddp_tagged(ec::ddp_tagged_base_or_bounds_violation), offending, rx_.ulen,
                 AsyncEventType::qp_access_err, WcStatus::success);
     } else {
-        if (static_cast<wire::RdmapOpcode>(rx_opcode_) == wire::RdmapOpcode::rdma_read_response) {
+        if (static_cast<wire::RdmapOpcode>(rx_.opcode) == wire::RdmapOpcode::rdma_read_response) {
             // The Read WR the Response answers keeps that status through the flush.
             std::lock_guard<std::mutex> g(sq_lock_);
-            if (orq_count_ > 0) sq_[orq_[orq_head_ % orq_.size()] % sq_.size()].status = WcStatus::loc_prot_err;
+            if (tx_.orq_count > 0) tx_.orq_front().status = WcStatus::loc_prot_err;
         }
         rx_fail({TerminateLayer::rdmap, et::rdmap_local_catastrophic, 0}, {}, std::nullopt,
                 AsyncEventType::qp_fatal, WcStatus::loc_prot_err);
@@ -803,12 +802,12 @@ void QueuePair::rx_odp_fail()
 
 void QueuePair::rx_connection_lost(int err)
 {
-    if (err == 0) err = tx_error_.load(std::memory_order_relaxed);  // EOF after the error sendmsg took
+    if (err == 0) err = conn_.tx_error.load(std::memory_order_relaxed);  // EOF after the error sendmsg took
     IWEMU_LOG(info, "qp %u: connection %s (%s)", qp_num_, err ? "lost" : "closed by peer",
               err ? std::strerror(err) : "FIN");
-    if (rx_mr_) {
-        StagTable::release(rx_mr_);
-        rx_mr_ = nullptr;
+    if (rx_.mr) {
+        StagTable::release(rx_.mr);
+        rx_.mr = nullptr;
     }
     bool flush = false;
     {
@@ -820,7 +819,7 @@ void QueuePair::rx_connection_lost(int err)
             flush = true;
         }
         flush_locked();
-        if (err == 0 && (iov_count_ > 0 || (terminate_pending_ && !terminate_sent_ && !tx_stopped_))) {
+        if (err == 0 && (tx_.iov_count > 0 || (tx_.terminate_pending && !tx_.terminate_sent && !conn_.tx_stopped))) {
             // Half-close (RFC 5041 §6.2.1): the peer still reads; let our
             // Terminate (and the FPDUs queued before it) leave, then close.
             epollout_ = true;
@@ -836,7 +835,7 @@ void QueuePair::rx_connection_lost(int err)
         defer_locked(dead_path ? std::optional(AsyncEventType::qp_fatal) : std::nullopt,
                      err == 0 ? QpConnectionEvent::peer_closed : QpConnectionEvent::connection_error);
     }
-    if ((flush && !(err == 0 && params_.keep_rq_on_peer_close)) || rx_send_active_) flush_rq();
+    if ((flush && !(err == 0 && conn_.params.keep_rq_on_peer_close)) || rx_.send_active) flush_rq();
 }
 
 }  // namespace iwemu

@@ -13,7 +13,7 @@
 // (rnr_wait_ms = 0: siw's behaviour, no wait at all).
 //
 // Parked state (rx_lock_): rx_rnr_parked_ and rx_rnr_deadline_; the segment
-// header is still in rx_hdr_ / rx_control_ and the receiver machine stands
+// header is still in rx_.hdr / rx_control_ and the receiver machine stands
 // before its payload.  Wake-ups:
 //   * post_recv / SRQ post: the queue's lock orders the failed take that
 //     registered us against the post that sees the registration; the post
@@ -58,7 +58,7 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
         rx_rnr_parked_ = true;
         rx_rnr_deadline_ = now + std::chrono::milliseconds(emu_.config().rnr_wait_ms);
         count(counters_.rx_rnr_waits);
-        IWEMU_LOG(debug, "qp %u: Send MSN %u found no receive: waiting up to %u ms", qp_num_, rx_hdr_.msn,
+        IWEMU_LOG(debug, "qp %u: Send MSN %u found no receive: waiting up to %u ms", qp_num_, rx_.hdr.msn,
                   emu_.config().rnr_wait_ms);
         {
             std::lock_guard<std::mutex> g(sq_lock_);
@@ -69,7 +69,7 @@ bool QueuePair::rx_rnr_wait(std::span<const uint8_t> offending, uint16_t ulen)
     }
     if (rx_rnr_parked_ && may_wait && now < rx_rnr_deadline_) return false;  // keep waiting
     if (rx_rnr_parked_) {
-        IWEMU_LOG(info, "qp %u: no receive posted for the Send MSN %u", qp_num_, rx_hdr_.msn);
+        IWEMU_LOG(info, "qp %u: no receive posted for the Send MSN %u", qp_num_, rx_.hdr.msn);
         rx_rnr_unpark();
     }
     wire::TerminateCode code{wire::TerminateLayer::ddp, wire::etype::ddp_untagged_buffer,
@@ -96,7 +96,7 @@ void QueuePair::rx_rnr_check_peer()
         rx_connection_lost(err);
     } else if (p.revents & POLLRDHUP) {
         IWEMU_LOG(info, "qp %u: the peer closed its half behind the Send MSN %u: waiting %lld ms more at most",
-                  qp_num_, rx_hdr_.msn, static_cast<long long>(RxOwnership::rnr_wait_after_peer_fin.count()));
+                  qp_num_, rx_.hdr.msn, static_cast<long long>(RxOwnership::rnr_wait_after_peer_fin.count()));
         rx_rnr_deadline_ =
             std::min(rx_rnr_deadline_, std::chrono::steady_clock::now() + RxOwnership::rnr_wait_after_peer_fin);
         {
@@ -139,7 +139,7 @@ void QueuePair::rx_hangup()
         std::lock_guard<std::mutex> g(rx_lock_);
         if (rx_rnr_parked_) rx_rnr_check_peer();
         rx_locked();
-        kick = std::exchange(rx_tx_kick_, false);
+        kick = std::exchange(rx_.tx_kick, false);
     }
     if (kick) rx_kick_tx();
     drain_deferred();

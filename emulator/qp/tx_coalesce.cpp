@@ -33,7 +33,7 @@ void QueuePair::tx_posted_locked()
 // A batch partly written and the engine waiting for room: TCP pushed back.
 bool QueuePair::tx_pushed_back_locked() const
 {
-    return iov_count_ > 0 && epollout_;
+    return tx_.iov_count > 0 && epollout_;
 }
 
 }  // namespace iwemu
