@@ -2,6 +2,14 @@
 // RDMAP/DDP data path of one iWARP stream (TX in tx_engine.cpp, RX in
 // rx_engine.cpp, connection hand-off and teardown in qp.cpp).
 //
+// The QP composes its parts, each a type of its own in this folder:
+//   SendPath      (send_path.h)       SQ, ORQ, IRQ, the message framed, the batch
+//   ReceivePath   (receive_path.h)    FPDU receiver, staging, the segment placed
+//   QpConnection  (qp_connection.h)   the stream's life: gate, RTR, FIN, teardown
+//   RxOwnership   (rx_ownership.h)    who reads the socket, and every bound on it
+//   LocalPeerLink (local_peer_link.h) a peer QP in this process
+// The methods that need more than one part stay QueuePair's.
+//
 // Public part: what the provider and the kmod shim call (ibv_* semantics,
 // positive errno returns).  Connection part: what the CM calls.  The rest is
 // the engine's.
