@@ -39,8 +39,6 @@ dc=
 cleanup() { [ -n "$dc" ] && kill "$dc" 2>/dev/null; if [ -n "${CONFORMANCE_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi; }
 trap cleanup EXIT
 
-start_capture "$dir"
-
 wait_listen() {
     for _ in $(seq 1 200); do
         ss -Hltn "sport = :$port" | grep -q . && return 0
@@ -51,30 +49,45 @@ wait_listen() {
 }
 
 . "$(dirname "$0")/../integration/rping_exit_race.sh"
-case $prog in
-rping)
-    size=1024  # one FPDU per RDMA Write / Read Response
-    timeout 80 "$run" rping -s -a 127.0.0.1 -p "$port" -C "$count" -S "$size" -V > "$dir/server.log" 2>&1 &
-    server=$!
-    wait_listen $server || fail "server did not listen"
-    timeout 70 "$run" rping -c -a 127.0.0.1 -p "$port" -C "$count" -S "$size" -V > "$dir/client.log" 2>&1
-    crc_rc=$?
-    crc_rc=$(rping_rc client $crc_rc "$dir/client.log")
-    ;;
-ib_send_bw|ib_write_bw|ib_read_bw|ib_atomic_bw)
-    size=(-s 4096); [ "$prog" = ib_atomic_bw ] && size=()   # atomics are 8 octets
-    timeout 80 "$run" "$prog" -R -p "$port" -n "$count" "${size[@]}" > "$dir/server.log" 2>&1 &
-    server=$!
-    wait_listen $server || fail "server did not listen"
-    timeout 70 "$run" "$prog" -R -p "$port" -n "$count" "${size[@]}" 127.0.0.1 > "$dir/client.log" 2>&1
-    crc_rc=$?
-    ;;
-*) echo "unknown program $prog"; exit 1 ;;
-esac
-wait $server
-server_rc=$?
-[ "$prog" = rping ] && server_rc=$(rping_rc server $server_rc "$dir/server.log")
-stop_capture
+# One run of the pair under a fresh capture.  dumpcap on a loaded host can
+# lose segments of the live capture (CI: a whole MPA Request of the second
+# connection); the run is then judged on a capture that is not iwemu's
+# traffic, so it runs again (3 tries), and only a complete capture is checked.
+run_pair() {
+    start_capture "$dir"
+    case $prog in
+    rping)
+        size=1024  # one FPDU per RDMA Write / Read Response
+        timeout 80 "$run" rping -s -a 127.0.0.1 -p "$port" -C "$count" -S "$size" -V > "$dir/server.log" 2>&1 &
+        server=$!
+        wait_listen $server || fail "server did not listen"
+        timeout 70 "$run" rping -c -a 127.0.0.1 -p "$port" -C "$count" -S "$size" -V > "$dir/client.log" 2>&1
+        crc_rc=$?
+        crc_rc=$(rping_rc client $crc_rc "$dir/client.log")
+        ;;
+    ib_send_bw|ib_write_bw|ib_read_bw|ib_atomic_bw)
+        size=(-s 4096); [ "$prog" = ib_atomic_bw ] && size=()   # atomics are 8 octets
+        timeout 80 "$run" "$prog" -R -p "$port" -n "$count" "${size[@]}" > "$dir/server.log" 2>&1 &
+        server=$!
+        wait_listen $server || fail "server did not listen"
+        timeout 70 "$run" "$prog" -R -p "$port" -n "$count" "${size[@]}" 127.0.0.1 > "$dir/client.log" 2>&1
+        crc_rc=$?
+        ;;
+    *) echo "unknown program $prog"; exit 1 ;;
+    esac
+    wait $server
+    server_rc=$?
+    [ "$prog" = rping ] && server_rc=$(rping_rc server $server_rc "$dir/server.log")
+    stop_capture
+}
+for try in 1 2 3; do
+    run_pair
+    [ $crc_rc -eq 0 ] && [ $server_rc -eq 0 ] || break
+    lost=$(T -Y 'tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment' | grep -c .)
+    [ "$lost" -ne 0 ] && [ $try -lt 3 ] || break
+    echo "capture lost segments ($lost): run $try not judged, running again"
+    rm -f "$cap"
+done
 if [ $crc_rc -ne 0 ] || [ $server_rc -ne 0 ]; then
     echo "----- server"; tail -20 "$dir/server.log"; echo "----- client"; tail -20 "$dir/client.log"
     fail "$prog: client rc=$crc_rc server rc=$server_rc"
@@ -85,8 +98,25 @@ count_values() { tr ',' '\n' | grep -c . ; }
 echo "== $prog COUNT=$count crc=$crc markers=$markers rev=$rev p2p=$p2p rtr=$rtr port=$port"
 
 # ---- connections: one per TCP stream; the data one is the last ------------
-streams=$(T -Y 'tcp.flags.syn==1 && tcp.flags.ack==0' -T fields -e tcp.stream | sort -n | uniq)
-nstreams=$(echo "$streams" | grep -c .)
+all_streams=$(T -Y 'tcp.flags.syn==1 && tcp.flags.ack==0' -T fields -e tcp.stream | sort -n | uniq)
+# A connection the server reset before its MPA Reply (the client met the
+# gap while perftest's server re-creates its listener, and iwemu's CM
+# connected again, as RFC 5044 leaves to the ULP) carries no FPDU and is not
+# judged; every connection that was answered is.
+answered=$(T -Y 'iwarp_mpa.rep' -T fields -e tcp.stream | sort -n | uniq)
+streams=
+for s in $all_streams; do
+    if echo "$answered" | grep -qx "$s"; then streams="$streams $s"; continue; fi
+    n=$(T -Y "tcp.stream==$s && (iwarp_mpa.fpdu || iwarp_mpa.rep)" | grep -c .)
+    r=$(T -Y "tcp.stream==$s && tcp.flags.reset==1" | grep -c .)
+    if [ "$n" -eq 0 ] && [ "$r" -gt 0 ]; then
+        echo "stream $s: reset before an MPA Reply (the server's listener gap): the client connected again"
+    else
+        streams="$streams $s"  # judged below: it fails there
+    fi
+done
+streams=${streams# }
+nstreams=$(echo $streams | wc -w)
 expected_streams=1
 [ "$prog" != rping ] && expected_streams=2   # perftest -R: control + test connection
 [ "$nstreams" -eq "$expected_streams" ] || fail "$nstreams TCP connections, expected $expected_streams"
@@ -206,7 +236,7 @@ if [ "$markers" = 0 ]; then
     check_filter "${one}iwarp_rdma.opcode in {1 7 8 9 10 11} && iwarp_ddp.last_flag == 0"
     check_filter 'iwarp_mpa.pad && !(iwarp_mpa.pad == 00 || iwarp_mpa.pad == 00:00 || iwarp_mpa.pad == 00:00:00)'
     for s in $streams; do
-        eval "rf=\$reply_frame_$s"
+        eval "rf=\${reply_frame_$s:-0}"
         check_filter "tcp.stream==$s && tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in && !tcp.analysis.retransmission && frame.number > $rf"
     done
 fi
@@ -223,7 +253,7 @@ if [ "$markers" = 0 ]; then
 else
     undecoded=0
     for s in $streams; do
-        eval "rf=\$reply_frame_$s"
+        eval "rf=\${reply_frame_$s:-0}"
         n=$(T -Y "tcp.stream==$s && tcp.len > 0 && !iwarp_mpa && !tcp.analysis.retransmission && frame.number > $rf" | grep -c .)
         undecoded=$((undecoded + n))
     done
@@ -256,7 +286,7 @@ sys.stdout.buffer.write(bytes(out))
 }
 declare -A dec_count
 for s in $streams; do
-    eval "ip=\$init_port_$s"
+    eval "ip=\${init_port_$s:-0}"
     for dir_name in init resp; do
         if [ $dir_name = init ]; then f="tcp.srcport==$ip"; else f="tcp.srcport==$port"; fi
         T -o tcp.desegment_tcp_streams:FALSE -Y "tcp.stream==$s && $f && tcp.len > 0" -T fields -e tcp.seq -e tcp.payload \
@@ -296,7 +326,7 @@ msgs() {
 }
 expect_msgs() {  # stream dir(init|resp) opcode expected what [extra allowed]
     local s=$1 d=$2 op=$3 want=$4 what=$5 extra=${6:-0} got_t got_d pf hexop
-    eval "ip=\$init_port_$s"
+    eval "ip=\${init_port_$s:-0}"
     if [ "$d" = init ]; then pf=$ip; else pf=$port; fi
     hexop=$(printf '0x%02x' "$op")
     got_t=$(msgs "$pf" "$hexop" "$s")
@@ -324,7 +354,7 @@ esac
 # without a Read RTR always, with one when its Response takes longer than the
 # first wake-up delay (2 ms; CI met it on a loaded host).
 wake=4
-last=$(echo "$streams" | tail -1)
+last=${streams##* }
 case $prog in
 rping)
     # Per ping: client Sends its source buffer, server Reads it (Read Request
