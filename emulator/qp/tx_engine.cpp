@@ -85,10 +85,11 @@ void QueuePair::apply_epoll_interest_locked()
                                                         emu_.config().engine_receives));
 }
 
-// The engine reads the socket (Config::engine_receives: tests only say no).
+// A fresh stream: the engine reads it (Config::engine_receives: tests only say no).
 uint32_t QueuePair::engine_read_interest() const
 {
-    return emu_.config().engine_receives ? EPOLLIN | EPOLLRDHUP : 0u;
+    return RxOwnership::engine_events(RxOwnership::Reader::engine, RxOwnership::Pause::none, false, false,
+                                      emu_.config().engine_receives);
 }
 
 int QueuePair::set_engine_events_locked(uint32_t events)
