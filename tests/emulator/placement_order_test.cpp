@@ -55,32 +55,49 @@ void poke(uint8_t* p, uint8_t v) { *reinterpret_cast<volatile uint8_t*>(p) = v; 
 // moment its last octet shows up, as riostream's latency phase does.  With
 // memcpy in placement_copy's place this stalled in 3 runs of 5 on a 2-core
 // host, after 543 to 4,423 round trips (riostream's default run: 3 hangs in
-// 3 runs); 0 in 20 with it.
+// 3 runs); 0 in 20 with it.  A stall is a marker that does not arrive within
+// stall_limit; the run ends after round_trips or budget, whichever comes
+// first, so a loaded host makes it shorter, never a failure.
 TEST(PlacementOrder, APollerThatAnswersAtOnceIsNeverOverwritten)
 {
     constexpr uint32_t len = 64;
     constexpr int round_trips = 20000;
+    constexpr int at_least = 1000;
+    constexpr auto budget = 15s;
+    constexpr auto stall_limit = 5s;
     LoopbackPair p;
     alignas(64) static uint8_t buf_a[len], buf_b[len];
     std::memset(buf_a, 0, len);
     std::memset(buf_b, 0, len);
     auto* ma = p.a->reg(buf_a, len);
     auto* mb = p.b->reg(buf_b, len);
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    std::atomic<bool> stalled{false};
+    const auto end_of_budget = std::chrono::steady_clock::now() + budget;
+    std::atomic<bool> stalled{false}, finished{false};
     std::atomic<int> done_a{0}, done_b{0};
 
+    // false when the marker did not come: a stall, or the other side finished.
+    auto await_marker = [&](const uint8_t* at, uint8_t marker) {
+        const auto limit = std::chrono::steady_clock::now() + stall_limit;
+        while (peek(at) != marker) {
+            if (stalled.load(std::memory_order_relaxed) || finished.load(std::memory_order_relaxed)) return false;
+            if (std::chrono::steady_clock::now() > limit) {
+                stalled = true;
+                return false;
+            }
+        }
+        return true;
+    };
     auto side = [&](Side& me, uint8_t* mine, uint8_t* theirs, MemoryRegion* my_mr, MemoryRegion* their_mr,
                     bool starts, std::atomic<int>& done) {
         uint8_t marker = 1;
         Completion wc[16];
-        for (int i = 0; i < round_trips && !stalled.load(std::memory_order_relaxed); ++i) {
+        for (int i = 0; i < round_trips; ++i) {
+            if (starts && std::chrono::steady_clock::now() > end_of_budget) {
+                finished = true;
+                return;
+            }
             if (!starts) {
-                while (peek(mine + len - 1) != marker)
-                    if (std::chrono::steady_clock::now() > deadline || stalled.load(std::memory_order_relaxed)) {
-                        stalled = true;
-                        return;
-                    }
+                if (!await_marker(mine + len - 1, marker)) return;
                 ++marker;
             }
             poke(mine + len - 1, marker);
@@ -89,11 +106,7 @@ TEST(PlacementOrder, APollerThatAnswersAtOnceIsNeverOverwritten)
                       0);
             ++marker;
             if (starts) {
-                while (peek(mine + len - 1) != marker)
-                    if (std::chrono::steady_clock::now() > deadline || stalled.load(std::memory_order_relaxed)) {
-                        stalled = true;
-                        return;
-                    }
+                if (!await_marker(mine + len - 1, marker)) return;
                 ++marker;
             }
             while (me.scq->poll(wc, 16) > 0) {}
@@ -107,8 +120,10 @@ TEST(PlacementOrder, APollerThatAnswersAtOnceIsNeverOverwritten)
     EXPECT_FALSE(stalled.load()) << "stalled after " << done_a.load() << " / " << done_b.load()
                                  << " round trips: a marker was overwritten (a holds " << int(buf_a[len - 1])
                                  << ", b holds " << int(buf_b[len - 1]) << ")";
-    EXPECT_EQ(done_a.load(), round_trips);
-    EXPECT_EQ(done_b.load(), round_trips);
+    EXPECT_GE(done_a.load(), at_least);
+    // b answers every round trip a completed; a may stop before b's last answer arrives.
+    EXPECT_LE(done_a.load(), done_b.load());
+    EXPECT_LE(done_b.load() - done_a.load(), 1);
 }
 #endif
 
