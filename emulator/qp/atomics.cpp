@@ -27,6 +27,7 @@
 #include "emulator/base/log.h"
 #include "emulator/odp_memory.h"
 #include "emulator/qp/qp.h"
+#include "emulator/qp/stag_terminate.h"
 #include "emulator/stack_batch.h"
 #include "emulator/wire/ddp_header.h"
 #include "emulator/wire/rdmap_message.h"
@@ -40,20 +41,8 @@ using wire::TerminateLayer;
 namespace et = wire::etype;
 namespace ec = wire::ecode;
 
-constexpr TerminateCode rdmap_prot(uint8_t code) { return {TerminateLayer::rdmap, et::rdmap_remote_protection, code}; }
-constexpr TerminateCode rdmap_op(uint8_t code) { return {TerminateLayer::rdmap, et::rdmap_remote_operation, code}; }
-
-// The target STag's errors, as for a Read Request's source (RFC 5040 §7.2).
-TerminateCode target_code(StagError e)
-{
-    switch (e) {
-    case StagError::bounds: return rdmap_prot(ec::rdmap_base_or_bounds_violation);
-    case StagError::pd_mismatch: return rdmap_prot(ec::rdmap_stag_not_associated);
-    case StagError::access: return rdmap_prot(ec::rdmap_access_rights_violation);
-    case StagError::to_wrap: return rdmap_prot(ec::rdmap_to_wrap);
-    default: return rdmap_prot(ec::rdmap_invalid_stag);
-    }
-}
+using stag_terminate::rdmap_op;
+using stag_terminate::rdmap_prot;
 
 constexpr size_t atomic_request_ulpdu_size = wire::ddp_untagged_header_size + wire::atomic_request_header_size;
 constexpr size_t atomic_response_ulpdu_size = wire::ddp_untagged_header_size + wire::atomic_response_header_size;
@@ -211,7 +200,7 @@ bool QueuePair::rx_handle_atomic_request()
     MemoryRegion* target =
         emu_.stags().acquire(req->remote_stag, pd_, access_remote_atomic, req->remote_to, sizeof(uint64_t), &e,
                              stream_id_);
-    if (!target) return fail(target_code(e), AsyncEventType::qp_access_err);
+    if (!target) return fail(stag_terminate::for_rdmap_stag(e), AsyncEventType::qp_access_err);
     if (req->remote_to % sizeof(uint64_t) != 0) {
         StagTable::release(target);
         return fail(rdmap_op(ec::rdmap_catastrophic_localized), AsyncEventType::qp_fatal);  // §5.1, EXT-008
@@ -221,7 +210,7 @@ bool QueuePair::rx_handle_atomic_request()
     // writable is outside what the STag names now, as for a Read's source.
     if ((target->access() & access_on_demand) && !odp_writable(target->at(req->remote_to), sizeof(uint64_t))) {
         StagTable::release(target);
-        return fail(target_code(StagError::bounds), AsyncEventType::qp_access_err);
+        return fail(stag_terminate::for_rdmap_stag(StagError::bounds), AsyncEventType::qp_access_err);
     }
     const AtomicOperands op{req->aopcode, req->add_or_swap_data, req->add_or_swap_mask, req->compare_data,
                             req->compare_mask};

@@ -30,6 +30,7 @@
 #include "emulator/odp_memory.h"
 #include "emulator/qp/placement_copy.h"
 #include "emulator/qp/qp.h"
+#include "emulator/qp/stag_terminate.h"
 #include "emulator/srq.h"
 #include "emulator/stack_batch.h"
 #include "emulator/wire/rdmap_message.h"
@@ -44,34 +45,10 @@ using wire::TerminateLayer;
 namespace et = wire::etype;
 namespace ec = wire::ecode;
 
-constexpr TerminateCode ddp_tagged(uint8_t code) { return {TerminateLayer::ddp, et::ddp_tagged_buffer, code}; }
-constexpr TerminateCode ddp_untagged(uint8_t code) { return {TerminateLayer::ddp, et::ddp_untagged_buffer, code}; }
-constexpr TerminateCode rdmap_prot(uint8_t code) { return {TerminateLayer::rdmap, et::rdmap_remote_protection, code}; }
-constexpr TerminateCode rdmap_op(uint8_t code) { return {TerminateLayer::rdmap, et::rdmap_remote_operation, code}; }
-
-// Tagged segment errors (RFC 5041 §7.2).  DDP has no "access rights" code:
-// like Linux siw, a missing right is reported as an invalid STag.
-TerminateCode tagged_code(StagError e)
-{
-    switch (e) {
-    case StagError::bounds: return ddp_tagged(ec::ddp_tagged_base_or_bounds_violation);
-    case StagError::pd_mismatch: return ddp_tagged(ec::ddp_tagged_stag_not_associated);
-    case StagError::to_wrap: return ddp_tagged(ec::ddp_tagged_to_wrap);
-    default: return ddp_tagged(ec::ddp_tagged_invalid_stag);
-    }
-}
-
-// Read Request source errors (RFC 5040 §5.2.1, §7.2, RDMAP-009).
-TerminateCode read_source_code(StagError e)
-{
-    switch (e) {
-    case StagError::bounds: return rdmap_prot(ec::rdmap_base_or_bounds_violation);
-    case StagError::pd_mismatch: return rdmap_prot(ec::rdmap_stag_not_associated);
-    case StagError::access: return rdmap_prot(ec::rdmap_access_rights_violation);
-    case StagError::to_wrap: return rdmap_prot(ec::rdmap_to_wrap);
-    default: return rdmap_prot(ec::rdmap_invalid_stag);
-    }
-}
+using stag_terminate::ddp_tagged;
+using stag_terminate::ddp_untagged;
+using stag_terminate::rdmap_op;
+using stag_terminate::rdmap_prot;
 
 // Completion status of the requester's WR a received Terminate kills.
 WcStatus status_for_terminate(const TerminateCode& c)
@@ -413,7 +390,7 @@ bool QueuePair::rx_place_tagged_write(const wire::DdpHeader& h, uint32_t len)
     StagError e;
     MemoryRegion* mr = emu_.stags().acquire(h.stag, pd_, access_remote_write, h.to, len, &e, stream_id_);
     if (!mr) {
-        rx_fail(tagged_code(e), {rx_.control.data(), rx_.control_len}, rx_.ulen,
+        rx_fail(stag_terminate::for_tagged_sink(e), {rx_.control.data(), rx_.control_len}, rx_.ulen,
                 AsyncEventType::qp_access_err, WcStatus::success);
         return false;
     }
@@ -675,7 +652,7 @@ bool QueuePair::rx_handle_read_request()
             e = StagError::bounds;
         }
         if (!source) {
-            rx_fail(read_source_code(e), offending, rx_.ulen, AsyncEventType::qp_access_err,
+            rx_fail(stag_terminate::for_rdmap_stag(e), offending, rx_.ulen, AsyncEventType::qp_access_err,
                     WcStatus::success);
             return false;
         }
