@@ -225,6 +225,7 @@ private:
     void set_state_locked(Connection& c, StartupState to);
     void watch_locked(Connection& c, uint32_t events);
     void send_locked(Connection& c);
+    void send_answer_locked(Connection& c, const AcceptArgs& args, StartupState next);
     void sent_locked(Connection& c);
     void receive_locked(Connection& c);
     void frame_received_locked(Connection& c, const wire::MpaParseResult& r);
@@ -1329,13 +1330,7 @@ int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
         if (!encode_start_key_locked(*c))
             return -EINVAL;
         c->params = start_key_params(settings_, c->our_key, c->peer_key, ConnectionRole::responder, args.ird, args.ord);
-        c->endpoint = args.endpoint;
-        if (args.handler)
-            c->handler = args.handler;
-        set_state_locked(*c, StartupState::answering_start_key);
-        c->deadline = Clock::now() + settings_.mpa_timeout;
-        send_locked(*c);
-        wake();
+        send_answer_locked(*c, args, StartupState::answering_start_key);
         return 0;
     }
     AcceptPlan plan = plan_accept(settings_, c->assessment, args.ird, args.ord);
@@ -1343,17 +1338,23 @@ int ConnectionManager::Loop::accept(ConnectionId id, const AcceptArgs& args)
     if (!encode_frame_locked(*c, plan.reply))
         return -EINVAL;
     c->params = plan.params;
-    c->endpoint = args.endpoint;
-    if (args.handler)
-        c->handler = args.handler;
-    set_state_locked(*c, StartupState::sending_reply);
-    // Covers writing the Reply and, in seed-002 mode, the Rtr frame's arrival.
-    c->deadline = Clock::now() + settings_.mpa_timeout;
-    // The Reply on the wire before rdma_accept returns, as with a kernel CM
-    // (see reject); the QP's hand-off is the CM thread's.
-    send_locked(*c);
-    wake();
+    send_answer_locked(*c, args, StartupState::sending_reply);
     return 0;
+}
+
+// The ULP's answer is encoded: it goes on the wire before rdma_accept
+// returns, as with a kernel CM (see reject); the QP's hand-off is the CM
+// thread's.  The MPA timeout covers writing it and, in seed-002 mode, the
+// Rtr frame's arrival.
+void ConnectionManager::Loop::send_answer_locked(Connection& c, const AcceptArgs& args, StartupState next)
+{
+    c.endpoint = args.endpoint;
+    if (args.handler)
+        c.handler = args.handler;
+    set_state_locked(c, next);
+    c.deadline = Clock::now() + settings_.mpa_timeout;
+    send_locked(c);
+    wake();
 }
 
 int ConnectionManager::Loop::reject(ConnectionId id, std::span<const uint8_t> private_data)
