@@ -15,6 +15,12 @@
 // close_linger_max (done(ETIMEDOUT); a peer that never closes its half),
 // and is closed then.  At stop (emulator teardown) what is left is drained
 // and closed without a callback.
+// Each drain reads a bounded amount (final_drain_octets): a peer that keeps
+// streaming at the closed QP holds neither the destroy that lingers, nor
+// the engine's loop, nor a teardown.  A teardown (or the end of the linger)
+// that finds the peer still sending closes with an RST, the kernel's answer
+// to unread input, so the peer's later work requests fail rather than
+// vanish as if received.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,19 +37,52 @@ namespace iwemu {
 
 namespace {
 
-// Reads and drops what the socket holds.  0: the peer's FIN; EAGAIN: open,
-// nothing more now; else the socket's error.
-int drain_input(int fd)
+// Octets a drain reads and drops at most.  The last one before a close:
+// several socket buffers, so a peer's in-flight tail is taken whole, while
+// a peer streaming faster than we read cannot keep the drain going.  One
+// pass of the engine's loop: less, the other QPs wait meanwhile.
+constexpr size_t final_drain_octets = size_t{16} << 20;
+constexpr size_t engine_pass_octets = size_t{1} << 20;
+
+enum class Drained : uint8_t {
+    peer_closed,    // its FIN
+    open,           // nothing more for now
+    still_sending,  // the pass ended with input left
+    failed,         // the socket's error (in *error)
+};
+
+// Reads and drops what the socket holds, up to limit octets.
+Drained drain_input(int fd, size_t limit, int* error = nullptr)
 {
-    std::array<uint8_t, 16384> sink;
-    for (;;) {
+    std::array<uint8_t, 65536> sink;
+    for (size_t taken = 0; taken < limit;) {
         const ssize_t n = capture::on() ? capture::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT, 0)
                                          : ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
-        if (n > 0) continue;
-        if (n == 0) return 0;
+        if (n > 0) {
+            taken += static_cast<size_t>(n);
+            continue;
+        }
+        if (n == 0) return Drained::peer_closed;
         if (errno == EINTR) continue;
-        return errno == EWOULDBLOCK ? EAGAIN : errno;
+        if (errno == EWOULDBLOCK) return Drained::open;
+        if (error) *error = errno;
+        return Drained::failed;
     }
+    return Drained::still_sending;
+}
+
+// The done() error of a drain that ended the linger (peer_closed or failed).
+int drain_error(Drained d, int error) { return d == Drained::peer_closed ? 0 : error; }
+
+// Closes a drained socket: with an RST when the peer was still sending.
+void close_drained(int fd, bool abortive)
+{
+    if (abortive) {
+        linger lg{1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    if (capture::on()) capture::closing(fd, abortive);
+    ::close(fd);
 }
 
 }  // namespace
@@ -51,14 +90,14 @@ int drain_input(int fd)
 void Engine::linger_close(int fd, std::function<void(int error)> done, std::optional<Clock::time_point> fin_at)
 {
     if (stop_.load(std::memory_order_acquire)) {
-        drain_input(fd);
-        ::close(fd);
+        close_drained(fd, drain_input(fd, final_drain_octets) == Drained::still_sending);
         return;
     }
-    const int err = drain_input(fd);
-    if (err != EAGAIN) {  // the peer's FIN (or an error) is already here
-        ::close(fd);
-        if (done) done(err);
+    int err = 0;
+    const Drained d = drain_input(fd, engine_pass_octets, &err);  // a destroy returns soon; the engine goes on
+    if (d == Drained::peer_closed || d == Drained::failed) {  // the peer's FIN (or an error) is already here
+        close_drained(fd, false);
+        if (done) done(drain_error(d, err));
         return;
     }
     {
@@ -86,8 +125,9 @@ size_t Engine::lingering() const
 
 void Engine::linger_ready(int fd)
 {
-    const int err = drain_input(fd);
-    if (err == EAGAIN) return;
+    int err = 0;
+    const Drained d = drain_input(fd, engine_pass_octets, &err);
+    if (d == Drained::open || d == Drained::still_sending) return;  // level-triggered: the rest next pass
     LingeringSocket s{};
     {
         std::lock_guard<std::mutex> g(linger_lock_);
@@ -98,16 +138,18 @@ void Engine::linger_ready(int fd)
         lingering_.pop_back();
         linger_count_.store(lingering_.size(), std::memory_order_release);
     }
-    linger_finish(std::move(s), err);
+    linger_finish(std::move(s), false, drain_error(d, err));
 }
 
-void Engine::linger_finish(LingeringSocket s, int error)
+void Engine::linger_finish(LingeringSocket s, bool peer_still_sending, int error)
 {
     epoll_ctl(epfd_, EPOLL_CTL_DEL, s.fd, nullptr);
     IWEMU_LOG(debug, "engine: closing socket %d: %s", s.fd,
-              error == 0 ? "the peer closed" : error == ETIMEDOUT ? "the peer never closed" : "error");
-    if (capture::on()) capture::closing(s.fd, false);
-    ::close(s.fd);
+              peer_still_sending ? "the peer is still sending (RST)"
+              : error == 0       ? "the peer closed"
+              : error == ETIMEDOUT ? "the peer never closed"
+                                   : "error");
+    close_drained(s.fd, peer_still_sending);
     if (s.done) s.done(error);
 }
 
@@ -137,8 +179,8 @@ void Engine::linger_expire()
         linger_count_.store(lingering_.size(), std::memory_order_release);
     }
     for (auto& s : due) {
-        drain_input(s.fd);
-        linger_finish(std::move(s), ETIMEDOUT);
+        const bool still_sending = drain_input(s.fd, final_drain_octets) == Drained::still_sending;
+        linger_finish(std::move(s), still_sending, ETIMEDOUT);
     }
 }
 
@@ -177,10 +219,7 @@ void Engine::linger_send_fins()
 void Engine::linger_close_all()
 {
     std::lock_guard<std::mutex> g(linger_lock_);
-    for (auto& s : lingering_) {
-        drain_input(s.fd);
-        ::close(s.fd);
-    }
+    for (auto& s : lingering_) close_drained(s.fd, drain_input(s.fd, final_drain_octets) == Drained::still_sending);
     lingering_.clear();
     linger_count_.store(0, std::memory_order_release);
 }

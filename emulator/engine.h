@@ -75,7 +75,8 @@ public:
     // Closing at once instead would turn unread input into an RST, which
     // discards what the peer has not taken from TCP yet, and would leave the
     // CM without the peer's FIN (rdma_cm DISCONNECTED).  After stop() the
-    // socket is drained and closed at once, and done is not called.
+    // socket is drained and closed at once, and done is not called.  Every
+    // drain is bounded: a peer still sending after it gets an RST.
     // fin_at: when our FIN goes (fin_grace.cpp); none: the caller sent it.
     void linger_close(int fd, std::function<void(int error)> done,
                       std::optional<Clock::time_point> fin_at = std::nullopt);
@@ -104,7 +105,7 @@ private:
     void linger_ready(int fd);
     void linger_expire();
     int linger_timeout_ms(int timeout_ms);
-    void linger_finish(LingeringSocket s, int error);
+    void linger_finish(LingeringSocket s, bool peer_still_sending, int error);
     void linger_close_all();
 
     struct QpTimer {

@@ -3,6 +3,11 @@
 // an RST, which close() with unread input would send -- and the CM still
 // hears the peer's FIN after the QP is gone (rdma_cm DISCONNECTED, cmtime's
 // disconnect-then-destroy).  Two emulators over loopback TCP.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -109,6 +114,81 @@ TEST(DestroyLinger, NothingLingersOnceBothSidesClosed)
     ASSERT_EQ(p.b->emu->destroy_qp(p.b->qp), 0);
     EXPECT_EQ(p.a->emu->engine().lingering(), 0u);
     EXPECT_EQ(p.b->emu->engine().lingering(), 0u);
+}
+
+// A peer that streams at a lingering socket as fast as TCP lets it: its
+// sender thread, the octets TCP took and the error that stopped it.
+struct StreamingPeer {
+    static constexpr size_t cap = size_t{1} << 30;  // more than any drain may take
+    int fd;
+    std::atomic<size_t> sent{0};
+    std::atomic<int> error{0};
+    std::atomic<bool> stopped{false};
+    std::thread thread;
+
+    explicit StreamingPeer(int peer_fd) : fd(peer_fd)
+    {
+        thread = std::thread([this] {
+            std::vector<uint8_t> chunk(65536, 0x5A);
+            while (sent.load() < cap) {
+                const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+                if (n < 0) {
+                    if (errno == EINTR) continue;
+                    error = errno;
+                    break;
+                }
+                sent += static_cast<size_t>(n);
+            }
+            stopped = true;
+        });
+    }
+    ~StreamingPeer()
+    {
+        ::shutdown(fd, SHUT_RDWR);  // a sender still blocked in send() returns
+        thread.join();
+        ::close(fd);
+    }
+};
+
+// A teardown that finds the peer still streaming drains a bounded amount,
+// then resets the stream: it returns promptly, and the peer's sends fail
+// instead of vanishing into a drain as if received (a peer's Sends all
+// "completed" that way, CmQpTeardown.PeerKilledMidTransferFlushesWithoutHanging).
+TEST(DestroyLinger, ATeardownResetsAPeerStillStreaming)
+{
+    auto [ours, theirs] = tcp_pair();
+    auto side = std::make_unique<Side>(Config{});
+    side->emu->engine().linger_close(ours, nullptr);
+    StreamingPeer peer(theirs);
+    ASSERT_TRUE(wait_until([&] { return peer.sent.load() > (size_t{32} << 20); }, prompt))
+        << "the engine drains the lingering socket";
+    const auto start = std::chrono::steady_clock::now();
+    const size_t sent_before = peer.sent.load();
+    side.reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, prompt);
+    ASSERT_TRUE(wait_until([&] { return peer.stopped.load(); }, prompt));
+    EXPECT_TRUE(peer.error == ECONNRESET || peer.error == EPIPE) << peer.error.load();
+    // The last drain (16 MiB) and what the two socket buffers held at most.
+    EXPECT_LT(peer.sent.load() - sent_before, size_t{64} << 20);
+}
+
+// The engine drains a lingering socket in bounded passes: a peer streaming
+// at it does not hold up the QPs the engine also serves.
+TEST(DestroyLinger, AStreamingPeerOfALingeringSocketDoesNotStallOtherQps)
+{
+    LoopbackPair p;
+    PairBuffers buf(p);
+    auto [ours, theirs] = tcp_pair();
+    p.a->emu->engine().linger_close(ours, nullptr);
+    StreamingPeer peer(theirs);
+    ASSERT_TRUE(wait_until([&] { return peer.sent.load() > (size_t{8} << 20); }, prompt));
+    for (uint64_t i = 0; i < 20; ++i) {
+        ASSERT_EQ(p.b->post_recv(buf.b.data(), 64, buf.mb, i), 0);
+        ASSERT_EQ(p.a->post_send(WrOpcode::send, buf.a.data(), 64, buf.ma, i), 0);
+        ASSERT_EQ(p.a->wait(p.a->scq, 1, prompt).size(), 1u) << "Send " << i;
+        ASSERT_EQ(p.b->wait(p.b->rcq, 1, prompt).size(), 1u) << "receive " << i;
+    }
+    EXPECT_FALSE(peer.stopped.load()) << "the lingering socket is still drained: " << peer.error.load();
 }
 
 }  // namespace
