@@ -13,8 +13,9 @@
 // So the socket stays open in the engine's epoll set, read and discarded,
 // until the peer's FIN (done(0)), an error (done(error)) or
 // close_linger_max (done(ETIMEDOUT); a peer that never closes its half),
-// and is closed then.  At stop (emulator teardown) what is left is drained
-// and closed without a callback.
+// or a peer that keeps streaming well after our FIN (after_fin_octets; an
+// RST, done(ECONNRESET)), and is closed then.  At stop (emulator teardown)
+// what is left is drained and closed without a callback.
 // Each drain reads a bounded amount (final_drain_octets): a peer that keeps
 // streaming at the closed QP holds neither the destroy that lingers, nor
 // the engine's loop, nor a teardown.  A teardown (or the end of the linger)
@@ -43,6 +44,9 @@ namespace {
 // pass of the engine's loop: less, the other QPs wait meanwhile.
 constexpr size_t final_drain_octets = size_t{16} << 20;
 constexpr size_t engine_pass_octets = size_t{1} << 20;
+// A peer that sends this much more after our FIN went is not closing: it
+// streams at a QP that is gone, and an RST tells it so.
+constexpr size_t after_fin_octets = size_t{64} << 20;
 
 enum class Drained : uint8_t {
     peer_closed,    // its FIN
@@ -51,24 +55,30 @@ enum class Drained : uint8_t {
     failed,         // the socket's error (in *error)
 };
 
-// Reads and drops what the socket holds, up to limit octets.
-Drained drain_input(int fd, size_t limit, int* error = nullptr)
+// Reads and drops what the socket holds, up to limit octets (*taken: how
+// many it read).
+Drained drain_input(int fd, size_t limit, int* error = nullptr, size_t* taken = nullptr)
 {
     std::array<uint8_t, 65536> sink;
-    for (size_t taken = 0; taken < limit;) {
+    size_t got = 0;
+    const auto ended = [&](Drained d) {
+        if (taken) *taken = got;
+        return d;
+    };
+    while (got < limit) {
         const ssize_t n = capture::on() ? capture::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT, 0)
                                          : ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
         if (n > 0) {
-            taken += static_cast<size_t>(n);
+            got += static_cast<size_t>(n);
             continue;
         }
-        if (n == 0) return Drained::peer_closed;
+        if (n == 0) return ended(Drained::peer_closed);
         if (errno == EINTR) continue;
-        if (errno == EWOULDBLOCK) return Drained::open;
+        if (errno == EWOULDBLOCK) return ended(Drained::open);
         if (error) *error = errno;
-        return Drained::failed;
+        return ended(Drained::failed);
     }
-    return Drained::still_sending;
+    return ended(Drained::still_sending);
 }
 
 // The done() error of a drain that ended the linger (peer_closed or failed).
@@ -126,17 +136,29 @@ size_t Engine::lingering() const
 void Engine::linger_ready(int fd)
 {
     int err = 0;
-    const Drained d = drain_input(fd, engine_pass_octets, &err);
-    if (d == Drained::open || d == Drained::still_sending) return;  // level-triggered: the rest next pass
+    size_t taken = 0;
+    const Drained d = drain_input(fd, engine_pass_octets, &err, &taken);
+    const bool ends = d == Drained::peer_closed || d == Drained::failed;
+    if (!ends && taken == 0) return;
     LingeringSocket s{};
     {
         std::lock_guard<std::mutex> g(linger_lock_);
         auto it = std::find_if(lingering_.begin(), lingering_.end(), [fd](const auto& l) { return l.fd == fd; });
         if (it == lingering_.end()) return;
+        if (!ends) {
+            if (it->fin_at) return;  // our FIN has not gone yet: input is still the peer's due
+            it->after_fin += taken;
+            if (it->after_fin < after_fin_octets) return;  // level-triggered: the rest next pass
+        }
         s = std::move(*it);
         *it = std::move(lingering_.back());
         lingering_.pop_back();
         linger_count_.store(lingering_.size(), std::memory_order_release);
+    }
+    if (!ends) {
+        IWEMU_LOG(info, "engine: socket %d: the peer sent %zu MiB after our FIN: reset", fd, s.after_fin >> 20);
+        linger_finish(std::move(s), true, ECONNRESET);
+        return;
     }
     linger_finish(std::move(s), false, drain_error(d, err));
 }

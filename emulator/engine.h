@@ -99,6 +99,7 @@ private:
         Clock::time_point deadline;
         std::function<void(int error)> done;
         std::optional<Clock::time_point> fin_at;  // our FIN still to send then
+        size_t after_fin = 0;                      // octets the peer sent since
     };
     static constexpr uint64_t linger_tag = uint64_t{1} << 62;  // epoll data: linger_tag | fd
     static bool is_linger_tag(uint64_t data) { return data != UINT64_MAX && (data & linger_tag); }

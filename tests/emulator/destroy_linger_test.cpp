@@ -179,7 +179,8 @@ TEST(DestroyLinger, AStreamingPeerOfALingeringSocketDoesNotStallOtherQps)
     LoopbackPair p;
     PairBuffers buf(p);
     auto [ours, theirs] = tcp_pair();
-    p.a->emu->engine().linger_close(ours, nullptr);
+    // Our FIN held back (as during the close grace): the peer may stream on.
+    p.a->emu->engine().linger_close(ours, nullptr, Engine::Clock::now() + 60s);
     StreamingPeer peer(theirs);
     ASSERT_TRUE(wait_until([&] { return peer.sent.load() > (size_t{8} << 20); }, prompt));
     for (uint64_t i = 0; i < 20; ++i) {
@@ -189,6 +190,26 @@ TEST(DestroyLinger, AStreamingPeerOfALingeringSocketDoesNotStallOtherQps)
         ASSERT_EQ(p.b->wait(p.b->rcq, 1, prompt).size(), 1u) << "receive " << i;
     }
     EXPECT_FALSE(peer.stopped.load()) << "the lingering socket is still drained: " << peer.error.load();
+}
+
+// A peer that streams on long after our FIN went is reset, and the CM hears
+// of it as an error, instead of being drained until close_linger_max.
+TEST(DestroyLinger, APeerStreamingLongAfterOurFinIsReset)
+{
+    auto side = std::make_unique<Side>(Config{});
+    auto [ours, theirs] = tcp_pair();
+    ASSERT_EQ(::shutdown(ours, SHUT_WR), 0);  // our FIN, as a destroyed QP's
+    std::atomic<int> done_error{-1};
+    side->emu->engine().linger_close(ours, [&](int error) { done_error = error; });
+    StreamingPeer peer(theirs);
+    ASSERT_TRUE(wait_until([&] { return peer.stopped.load(); }, prompt)) << peer.sent.load() << " octets sent";
+    EXPECT_TRUE(peer.error == ECONNRESET || peer.error == EPIPE) << peer.error.load();
+    // 64 MiB after our FIN, and what the socket buffers held beyond it.
+    EXPECT_GE(peer.sent.load(), size_t{64} << 20);
+    EXPECT_LT(peer.sent.load(), size_t{128} << 20);
+    ASSERT_TRUE(wait_until([&] { return done_error.load() != -1; }, prompt));
+    EXPECT_EQ(done_error.load(), ECONNRESET);
+    EXPECT_EQ(side->emu->engine().lingering(), 0u);
 }
 
 }  // namespace
