@@ -31,6 +31,7 @@
 #include <cerrno>
 
 #include "emulator/capture/stream_capture.h"
+#include "emulator/cm/tcp_socket.h"
 #include "emulator/engine.h"
 #include "emulator/base/log.h"
 
@@ -87,12 +88,17 @@ int drain_error(Drained d, int error) { return d == Drained::peer_closed ? 0 : e
 // Closes a drained socket: with an RST when the peer was still sending.
 void close_drained(int fd, bool abortive)
 {
-    if (abortive) {
-        linger lg{1, 0};
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    }
     if (capture::on()) capture::closing(fd, abortive);
-    ::close(fd);
+    if (abortive)
+        cm::close_abortive(fd);
+    else
+        ::close(fd);
+}
+
+// The drain before a close: true when the peer was still sending after it.
+bool still_sending_after_last_drain(int fd)
+{
+    return drain_input(fd, final_drain_octets) == Drained::still_sending;
 }
 
 }  // namespace
@@ -100,7 +106,7 @@ void close_drained(int fd, bool abortive)
 void Engine::linger_close(int fd, std::function<void(int error)> done, std::optional<Clock::time_point> fin_at)
 {
     if (stop_.load(std::memory_order_acquire)) {
-        close_drained(fd, drain_input(fd, final_drain_octets) == Drained::still_sending);
+        close_drained(fd, still_sending_after_last_drain(fd));
         return;
     }
     int err = 0;
@@ -201,7 +207,7 @@ void Engine::linger_expire()
         linger_count_.store(lingering_.size(), std::memory_order_release);
     }
     for (auto& s : due) {
-        const bool still_sending = drain_input(s.fd, final_drain_octets) == Drained::still_sending;
+        const bool still_sending = still_sending_after_last_drain(s.fd);
         linger_finish(std::move(s), still_sending, ETIMEDOUT);
     }
 }
@@ -241,7 +247,7 @@ void Engine::linger_send_fins()
 void Engine::linger_close_all()
 {
     std::lock_guard<std::mutex> g(linger_lock_);
-    for (auto& s : lingering_) close_drained(s.fd, drain_input(s.fd, final_drain_octets) == Drained::still_sending);
+    for (auto& s : lingering_) close_drained(s.fd, still_sending_after_last_drain(s.fd));
     lingering_.clear();
     linger_count_.store(0, std::memory_order_release);
 }
